@@ -1,0 +1,434 @@
+"""The emulated torus lab as pure data: namespaces, links, addresses, routes.
+
+Nothing here runs a command. :func:`make_plan` turns a :class:`~swing_mpi.topology.Torus`
+into a :class:`LabPlan` holding every name, address and route, plus the exact
+``ip``/``tc``/``sysctl`` command lines (:class:`Command`) that build and tear the lab
+down; :mod:`swing_mpi.lab.netns` only executes them.
+
+Layout (see ``/work/shared/design/LAB.md`` for why):
+
+* one network namespace per torus node, named ``<prefix><run_id>n<rank>``
+  (e.g. ``swl3fa2n5``), so two labs with different run ids never collide;
+* node ``r`` owns the address ``10.<net>.<r // 250>.<r % 250 + 1>`` (a /32 carried by
+  every port of the node), valid for up to 64000 nodes;
+* one veth pair per torus link. Along a side ``d > 2`` each node has a ``+`` port
+  ``d<k>p`` (torus port ``2k``) and a ``-`` port ``d<k>m`` (port ``2k + 1``); a side of
+  2 has a single link per pair whose ends are both called ``d<k>p`` (port ``2k``, the
+  way ties are routed); a side of 1 has no link. Interface names only live inside the
+  namespaces, so they never clash with the host's;
+* routes: minimal dimension-order routing as :meth:`Torus.port_towards` defines it:
+  the first differing coordinate is fixed first, the shorter way round, and a tie
+  (distance exactly ``d/2``) goes the ``+`` way. Every destination gets
+  ``ip -n NS route add DEST/32 via NEXTHOP dev PORT onlink``;
+* every port gets ``tc qdisc add dev PORT root tbf rate R burst 256kb latency 400ms``
+  (each direction of a link is then its own ``R``) and the MTU (default 65000).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from ..topology import DimsLike, Torus
+
+__all__ = [
+    "Command",
+    "Port",
+    "Link",
+    "Route",
+    "LabPlan",
+    "make_plan",
+    "node_address",
+    "namespace_name",
+    "port_name",
+    "namespace_pattern",
+    "MAX_NODES",
+    "DEFAULT_PREFIX",
+    "DEFAULT_RATE_MBIT",
+    "DEFAULT_MTU",
+    "TBF_BURST",
+    "TBF_LATENCY",
+]
+
+DEFAULT_PREFIX = "swl"
+DEFAULT_RATE_MBIT = 40.0
+DEFAULT_MTU = 65000
+TBF_BURST = "256kb"
+TBF_LATENCY = "400ms"
+MAX_NODES = 250 * 256
+_IFNAMSIZ = 15  # longest Linux interface name
+
+_PREFIX_RE = re.compile(r"[a-z]{1,6}")
+_RUN_ID_RE = re.compile(r"[0-9a-f]{1,8}")
+
+
+def namespace_pattern(prefix: str = DEFAULT_PREFIX) -> "re.Pattern[str]":
+    """A regex matching every namespace name a lab with ``prefix`` creates.
+
+    Group ``run`` is the run id, group ``rank`` the node.
+    """
+    return re.compile(rf"{re.escape(prefix)}(?P<run>[0-9a-f]{{1,8}})n(?P<rank>\d+)")
+
+
+def namespace_name(prefix: str, run_id: str, rank: int) -> str:
+    """``<prefix><run_id>n<rank>``, e.g. ``swl3fa2n5``."""
+    return f"{prefix}{run_id}n{rank}"
+
+
+def node_address(rank: int, *, net: int = 100) -> str:
+    """The /32 address of node ``rank``: ``10.<net>.<rank // 250>.<rank % 250 + 1>``."""
+    if not 0 <= rank < MAX_NODES:
+        raise ValueError(f"node {rank} outside the lab's address range (0..{MAX_NODES - 1})")
+    return f"10.{net}.{rank // 250}.{rank % 250 + 1}"
+
+
+def port_name(torus: Torus, port: int) -> str:
+    """Interface name of torus port ``port``: ``d<k>p`` (``+``) or ``d<k>m`` (``-``).
+
+    On a side of 2 both directions share one link, called ``d<k>p`` at both ends.
+    """
+    k, minus = divmod(port, 2)
+    if torus.dims[k] == 2:
+        minus = 0
+    return f"d{k}{'m' if minus else 'p'}"
+
+
+def _fmt_rate(rate_mbit: float) -> str:
+    return f"{rate_mbit:g}mbit"
+
+
+@dataclass(frozen=True)
+class Command:
+    """One command line to run: ``argv``, optionally fed ``stdin`` (for ``-batch -``)."""
+
+    argv: Tuple[str, ...]
+    stdin: Optional[str] = None
+    what: str = ""
+
+    def shell(self) -> str:
+        """A readable shell rendering (a here-document for the batch input)."""
+        line = " ".join(_quote(a) for a in self.argv)
+        if self.stdin is None:
+            return line
+        return f"{line} <<'EOF'\n{self.stdin.rstrip()}\nEOF"
+
+
+def _quote(s: str) -> str:
+    return s if re.fullmatch(r"[\w@%+=:,./-]+", s) else "'" + s.replace("'", "'\"'\"'") + "'"
+
+
+@dataclass(frozen=True)
+class Port:
+    """One end of a link: torus ``port`` of ``node``, interface ``name`` in its namespace."""
+
+    node: int
+    port: int
+    name: str
+
+
+@dataclass(frozen=True)
+class Link:
+    """One veth pair joining ``a`` and ``b`` along dimension ``dim``."""
+
+    dim: int
+    a: Port
+    b: Port
+
+    def add_line(self, plan: "LabPlan") -> str:
+        """The ``ip -batch`` line creating this pair with each end in its namespace."""
+        return (
+            f"link add {self.a.name} netns {plan.namespace(self.a.node)} type veth "
+            f"peer name {self.b.name} netns {plan.namespace(self.b.node)}"
+        )
+
+
+@dataclass(frozen=True)
+class Route:
+    """How ``node`` reaches ``dest``: leave by ``port`` towards neighbour ``via``."""
+
+    node: int
+    dest: int
+    port: Port
+    via: int
+    dest_addr: str
+    via_addr: str
+    namespace: str
+
+    @property
+    def line(self) -> str:
+        """The route as an ``ip -n NS -batch`` line."""
+        return f"route add {self.dest_addr}/32 via {self.via_addr} dev {self.port.name} onlink"
+
+    @property
+    def argv(self) -> Tuple[str, ...]:
+        """The route as one ``ip`` command."""
+        return ("ip", "-n", self.namespace, *self.line.split())
+
+
+@dataclass(frozen=True)
+class LabPlan:
+    """Everything a lab of ``torus`` consists of; build it with :func:`make_plan`."""
+
+    torus: Torus
+    run_id: str
+    prefix: str = DEFAULT_PREFIX
+    rate_mbit: float = DEFAULT_RATE_MBIT
+    mtu: int = DEFAULT_MTU
+    net: int = 100
+    links: Tuple[Link, ...] = field(default=(), repr=False)
+
+    # -- names and addresses ---------------------------------------------
+    @property
+    def size(self) -> int:
+        return self.torus.size
+
+    def namespace(self, rank: int) -> str:
+        """The namespace of node ``rank``."""
+        self._check_rank(rank)
+        return namespace_name(self.prefix, self.run_id, rank)
+
+    @cached_property
+    def namespaces(self) -> Tuple[str, ...]:
+        return tuple(self.namespace(r) for r in range(self.size))
+
+    def address(self, rank: int) -> str:
+        """The /32 address of node ``rank`` (on every one of its ports)."""
+        self._check_rank(rank)
+        return node_address(rank, net=self.net)
+
+    @cached_property
+    def addresses(self) -> Tuple[str, ...]:
+        return tuple(self.address(r) for r in range(self.size))
+
+    @property
+    def rate_bytes_per_s(self) -> float:
+        """The configured link rate per direction in bytes per second."""
+        return self.rate_mbit * 1e6 / 8
+
+    @cached_property
+    def _ports(self) -> Tuple[Tuple[Port, ...], ...]:
+        per: List[List[Port]] = [[] for _ in range(self.size)]
+        for link in self.links:
+            per[link.a.node].append(link.a)
+            per[link.b.node].append(link.b)
+        return tuple(tuple(sorted(p, key=lambda q: q.port)) for p in per)
+
+    def ports(self, rank: int) -> Tuple[Port, ...]:
+        """The ports (link ends) of node ``rank``, by torus port number."""
+        self._check_rank(rank)
+        return self._ports[rank]
+
+    def port(self, rank: int, port: int) -> Port:
+        """The :class:`Port` node ``rank`` uses for torus port ``port``.
+
+        On a side of 2 the ``-`` port is the same link as the ``+`` port.
+        """
+        k = port // 2
+        if self.torus.dims[k] == 2:
+            port = 2 * k
+        for p in self.ports(rank):
+            if p.port == port:
+                return p
+        raise ValueError(f"node {rank} has no link on port {port} (torus {self.torus})")
+
+    def neighbor(self, p: Port) -> int:
+        """The node at the other end of port ``p``."""
+        return self.torus.neighbor(p.node, p.port)
+
+    # -- routing ----------------------------------------------------------
+    @cached_property
+    def _routes(self) -> Dict[Tuple[int, int], Route]:
+        out: Dict[Tuple[int, int], Route] = {}
+        t = self.torus
+        for a in range(self.size):
+            for b in range(self.size):
+                if a == b:
+                    continue
+                tp = t.port_towards(a, b)
+                assert tp is not None
+                port = self.port(a, tp)
+                via = t.neighbor(a, tp)
+                out[(a, b)] = Route(
+                    node=a,
+                    dest=b,
+                    port=port,
+                    via=via,
+                    dest_addr=self.address(b),
+                    via_addr=self.address(via),
+                    namespace=self.namespace(a),
+                )
+        return out
+
+    def route(self, node: int, dest: int) -> Route:
+        """The route ``node`` holds for ``dest`` (``node != dest``)."""
+        if node == dest:
+            raise ValueError("a node has no route to itself")
+        self._check_rank(node)
+        self._check_rank(dest)
+        return self._routes[(node, dest)]
+
+    def routes(self, node: Optional[int] = None) -> List[Route]:
+        """All routes, or those of ``node``, ordered by (node, dest)."""
+        if node is None:
+            return [self._routes[k] for k in sorted(self._routes)]
+        return [self._routes[(node, d)] for d in range(self.size) if d != node]
+
+    def hop_path(self, src: int, dst: int) -> List[int]:
+        """The nodes a packet from ``src`` to ``dst`` visits following the routes.
+
+        Starts with ``src`` and ends with ``dst``; ``len(path) - 1`` is the hop count.
+        Raises ``RuntimeError`` on a routing loop.
+        """
+        self._check_rank(src)
+        self._check_rank(dst)
+        path = [src]
+        while path[-1] != dst:
+            if len(path) > self.size:
+                raise RuntimeError(f"routing loop from {src} to {dst}: {path}")
+            path.append(self._routes[(path[-1], dst)].via)
+        return path
+
+    # -- commands ---------------------------------------------------------
+    def sysctl_settings(self, rank: int) -> List[str]:
+        """``key=value`` settings for node ``rank``: forwarding on, rp_filter off everywhere."""
+        keys = ["net.ipv4.ip_forward=1"]
+        for dev in ("all", "default", "lo", *(p.name for p in self.ports(rank))):
+            keys.append(f"net.ipv4.conf.{dev}.rp_filter=0")
+        return keys
+
+    def node_ip_lines(self, rank: int) -> List[str]:
+        """``ip -batch`` lines run in node ``rank``'s namespace: interfaces, then routes."""
+        lines = ["link set lo up"]
+        addr = self.address(rank)
+        for p in self.ports(rank):
+            lines.append(f"link set {p.name} mtu {self.mtu}")
+            lines.append(f"addr add {addr}/32 dev {p.name}")
+            lines.append(f"link set {p.name} up")
+        lines.extend(r.line for r in self.routes(rank))
+        return lines
+
+    def node_tc_lines(self, rank: int) -> List[str]:
+        """``tc -batch`` lines for node ``rank``: one token bucket per port."""
+        rate = _fmt_rate(self.rate_mbit)
+        return [
+            f"qdisc add dev {p.name} root tbf rate {rate} burst {TBF_BURST} latency {TBF_LATENCY}"
+            for p in self.ports(rank)
+        ]
+
+    def setup_phases(self, *, batched: bool = True) -> List[List[Command]]:
+        """The build, as phases run in order; commands inside one phase are independent.
+
+        ``batched=True`` (the default) uses one ``ip -batch``/``tc -batch`` process per
+        namespace; ``batched=False`` spells out one command per action (readable, slow).
+        """
+        nss = self.namespaces
+        if batched:
+            phase_ns = [Command(("ip", "-batch", "-"), "".join(f"netns add {n}\n" for n in nss), "namespaces")]
+            phase_links = (
+                [Command(("ip", "-batch", "-"), "".join(l.add_line(self) + "\n" for l in self.links), "links")]
+                if self.links
+                else []
+            )
+            phase_nodes: List[Command] = []
+            for r, ns in enumerate(nss):
+                phase_nodes.append(
+                    Command(("ip", "netns", "exec", ns, "sysctl", "-q", "-w", *self.sysctl_settings(r)), None, f"sysctl {ns}")
+                )
+                phase_nodes.append(
+                    Command(("ip", "-n", ns, "-batch", "-"), "".join(l + "\n" for l in self.node_ip_lines(r)), f"ip {ns}")
+                )
+                tc = self.node_tc_lines(r)
+                if tc:
+                    phase_nodes.append(Command(("tc", "-n", ns, "-batch", "-"), "".join(l + "\n" for l in tc), f"tc {ns}"))
+            return [phase_ns, phase_links, phase_nodes]
+        phases: List[List[Command]] = [
+            [Command(("ip", "netns", "add", n), None, "namespace") for n in nss],
+            [Command(("ip", *l.add_line(self).split()), None, "link") for l in self.links],
+        ]
+        nodes: List[Command] = []
+        for r, ns in enumerate(nss):
+            nodes.append(Command(("ip", "netns", "exec", ns, "sysctl", "-q", "-w", *self.sysctl_settings(r)), None, "sysctl"))
+            nodes.extend(Command(("ip", "-n", ns, *l.split()), None, "ip") for l in self.node_ip_lines(r))
+            nodes.extend(Command(("tc", "-n", ns, *l.split()), None, "tc") for l in self.node_tc_lines(r))
+        phases.append(nodes)
+        return phases
+
+    def setup_commands(self, *, batched: bool = True) -> List[Command]:
+        """:meth:`setup_phases` flattened, in a valid order."""
+        return [c for phase in self.setup_phases(batched=batched) for c in phase]
+
+    def teardown_commands(self) -> List[Command]:
+        """Delete every namespace (which deletes the veths in it). Errors are skipped."""
+        return [Command(("ip", "-force", "-batch", "-"), "".join(f"netns del {n}\n" for n in self.namespaces), "teardown")]
+
+    def describe(self) -> str:
+        """A short human summary."""
+        return (
+            f"torus {self.torus} ({self.size} nodes, {len(self.links)} links), "
+            f"{self.rate_mbit:g} Mbit/s per link direction, MTU {self.mtu}, "
+            f"namespaces {self.namespace(0)}..{self.namespace(self.size - 1)}"
+        )
+
+    def _check_rank(self, rank: int) -> None:
+        if not 0 <= rank < self.size:
+            raise ValueError(f"node {rank} is outside a torus of {self.size} nodes")
+
+
+def _make_links(torus: Torus) -> Tuple[Link, ...]:
+    links: List[Link] = []
+    for a in range(torus.size):
+        for k, d in enumerate(torus.dims):
+            if d == 1:
+                continue
+            b = torus.shift(a, k, +1)
+            if d == 2 and torus.coords(a)[k] == 1:
+                continue  # the single link of the pair was made from coordinate 0
+            pb = 2 * k if d == 2 else 2 * k + 1
+            links.append(
+                Link(
+                    dim=k,
+                    a=Port(a, 2 * k, port_name(torus, 2 * k)),
+                    b=Port(b, pb, port_name(torus, pb)),
+                )
+            )
+    return tuple(links)
+
+
+def make_plan(
+    torus: "Torus | DimsLike",
+    *,
+    run_id: str = "0",
+    prefix: str = DEFAULT_PREFIX,
+    rate_mbit: float = DEFAULT_RATE_MBIT,
+    mtu: int = DEFAULT_MTU,
+    net: int = 100,
+) -> LabPlan:
+    """The :class:`LabPlan` for ``torus`` (a :class:`Torus`, ``"4x4"`` or a dims tuple).
+
+    Args:
+        run_id: 1-8 lowercase hex digits making the namespace names unique.
+        prefix: 1-6 lowercase letters starting every namespace name.
+        rate_mbit: token-bucket rate of every link direction, in Mbit/s.
+        mtu: MTU of every veth (65000 keeps per-packet CPU work low).
+        net: second octet of the lab's 10.x addresses.
+    """
+    t = torus if isinstance(torus, Torus) else Torus.from_spec(torus)
+    if not _PREFIX_RE.fullmatch(prefix):
+        raise ValueError(f"prefix must be 1-6 lowercase letters, got {prefix!r}")
+    if not _RUN_ID_RE.fullmatch(run_id):
+        raise ValueError(f"run_id must be 1-8 lowercase hex digits, got {run_id!r}")
+    if t.size > MAX_NODES:
+        raise ValueError(f"a lab holds at most {MAX_NODES} nodes, torus {t} has {t.size}")
+    if not rate_mbit > 0:
+        raise ValueError(f"rate_mbit must be positive, got {rate_mbit}")
+    if not 68 <= mtu <= 65535:
+        raise ValueError(f"mtu must be within 68..65535, got {mtu}")
+    if not 0 <= net <= 255:
+        raise ValueError(f"net must be an octet, got {net}")
+    plan = LabPlan(t, run_id, prefix, float(rate_mbit), int(mtu), net, _make_links(t))
+    for r in range(t.size):
+        for p in plan.ports(r):
+            assert len(p.name) <= _IFNAMSIZ
+    return plan

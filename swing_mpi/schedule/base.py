@@ -1,0 +1,116 @@
+"""The schedule vocabulary: plain data, no MPI.
+
+A :class:`Schedule` is what one rank does. It has *lanes* (independent
+sub-collectives working on disjoint parts of the vector, e.g. Swing's ``2D``
+plain and mirrored collectives); each lane is a sequence of :class:`Step`; each
+step is a set of :class:`Transfer` with peers. The executor posts all
+transfers of a step at once and applies the received data when the whole step
+has completed; lanes move on independently of each other.
+
+Every message is posted at the same (lane, step index) by its sender and its
+receiver, and messages between one pair of ranks in one lane are matched in
+step order. Those two rules make any schedule deadlock-free on MPI and let the
+simulator check it message by message.
+
+Ranges are ``(start, stop)`` in elements of the whole vector.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, Tuple
+
+__all__ = ["Range", "Transfer", "Step", "Schedule", "REDUCE", "COPY", "ranges_len", "merge_ranges"]
+
+Range = Tuple[int, int]
+
+REDUCE = "reduce"
+"""Received data is combined with the local data."""
+COPY = "copy"
+"""Received data overwrites the local data."""
+
+
+def ranges_len(ranges: Tuple[Range, ...]) -> int:
+    return sum(b - a for a, b in ranges)
+
+
+def merge_ranges(ranges: "list[Range] | Tuple[Range, ...]") -> Tuple[Range, ...]:
+    """Drop empty ranges and merge touching ones, keeping order."""
+    out: list[Range] = []
+    for a, b in ranges:
+        if b <= a:
+            continue
+        if out and out[-1][1] == a:
+            out[-1] = (out[-1][0], b)
+        else:
+            out.append((a, b))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class Transfer:
+    """One exchange with ``peer`` inside a step.
+
+    ``send`` is sent to ``peer`` (packed in range order); ``recv`` is what
+    ``peer`` sends back, applied to those ranges: ``REDUCE`` or ``COPY``.
+    With ``REDUCE`` and ``peer_first`` the result is ``peer op local``,
+    otherwise ``local op peer`` (this keeps non-commutative ops in rank order
+    and makes both partners of a symmetric exchange compute bit-identical
+    values). Either side may be empty (a one-way message).
+    """
+
+    peer: int
+    send: Tuple[Range, ...] = ()
+    recv: Tuple[Range, ...] = ()
+    action: str = REDUCE
+    peer_first: bool = False
+    port: int | None = None
+    """The torus port the message leaves by (for display and the model)."""
+
+    @property
+    def send_count(self) -> int:
+        return ranges_len(self.send)
+
+    @property
+    def recv_count(self) -> int:
+        return ranges_len(self.recv)
+
+
+@dataclass(frozen=True)
+class Step:
+    transfers: Tuple[Transfer, ...] = ()
+    phase: str = ""
+    """``reduce-scatter``, ``all-gather``, ``exchange``, ``fold``, ``unfold``, …"""
+    combine: bool = False
+    """After the transfers: reduce slots ``0 … slots−1`` in rank order into the
+    last slot (``((s0 op s1) op s2) …``), the same expression on every rank."""
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """Everything one rank does for one allreduce of ``count`` elements."""
+
+    algorithm: str
+    rank: int
+    size: int
+    count: int
+    dims: Tuple[int, ...]
+    lanes: Tuple[Tuple[Step, ...], ...]
+    lane_names: Tuple[str, ...] = ()
+    meta: Dict[str, object] = field(default_factory=dict, compare=False, hash=False)
+    slots: int = 1
+    """Work buffer length in vectors. 1: the result buffer itself. ``p``: one
+    slot per rank's contribution (gathered, then combined in rank order)."""
+    input_slot: int = 0
+    result_slot: int = 0
+
+    @property
+    def nsteps(self) -> int:
+        """Number of steps of the longest lane."""
+        return max((len(lane) for lane in self.lanes), default=0)
+
+    def sent_elements(self) -> int:
+        return sum(t.send_count for lane in self.lanes for st in lane for t in st.transfers)
+
+    def received_elements(self) -> int:
+        return sum(t.recv_count for lane in self.lanes for st in lane for t in st.transfers)

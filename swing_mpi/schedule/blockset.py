@@ -1,0 +1,134 @@
+"""Block sets for bandwidth-optimal reduce-scatter + all-gather.
+
+Given any sequence of peer functions ``π(·, s)``, ``s = 0 … L−1``, each an
+involution on ``{0 … n−1}``, the blocks a rank sends at every step follow from
+the paper's Listing 1 recursion plus one de-duplication rule (ALGORITHM.md §4)::
+
+    R(x, L) = ∅
+    R(x, t) = ⋃_{u=t…L−1} ({π(x,u)} ∪ R(π(x,u), u+1))
+    raw(r, s) = ({q} ∪ R(q, s+1)) \\ {r}            q = π(r, s)
+    send(r, s) = {b ∈ raw(r, s) : no later s' has b ∈ raw(r, s')}
+
+Swing, recursive halving (Rabenseifner) and the mirrored XOR schedule differ
+only in ``π``. Sets are Python ints used as bitmasks, memoised per peer table,
+so a 64×64 torus costs a few milliseconds per rank.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Callable, List, Sequence, Tuple
+
+from .base import COPY, REDUCE, Range, Step, Transfer, merge_ranges
+
+__all__ = ["BlockSets", "rs_ag_lane", "bits"]
+
+
+def bits(mask: int) -> List[int]:
+    """Indices of the set bits of ``mask``, ascending."""
+    out = []
+    i = 0
+    while mask:
+        low = mask & -mask
+        i = low.bit_length() - 1
+        out.append(i)
+        mask ^= low
+    return out
+
+
+class BlockSets:
+    """Reduce-scatter block sets for one peer table ``peers[s][x]``."""
+
+    def __init__(self, peers: Sequence[Sequence[int]]) -> None:
+        self.peers = [tuple(row) for row in peers]
+        self.L = len(self.peers)
+        self.n = len(self.peers[0]) if self.peers else 1
+        for s, row in enumerate(self.peers):
+            for x, q in enumerate(row):
+                if row[q] != x:
+                    raise ValueError(f"peer table is not an involution at step {s}: {x}->{q}->{row[q]}")
+        self._reach: dict[Tuple[int, int], int] = {}
+        self._send: dict[int, Tuple[int, ...]] = {}
+
+    def reach(self, x: int, t: int) -> int:
+        """``R(x, t)`` as a bitmask."""
+        if t >= self.L:
+            return 0
+        key = (x, t)
+        got = self._reach.get(key)
+        if got is None:
+            got = 0
+            for u in range(t, self.L):
+                q = self.peers[u][x]
+                got |= (1 << q) | self.reach(q, u + 1)
+            self._reach[key] = got
+        return got
+
+    def send_sets(self, r: int) -> Tuple[int, ...]:
+        """``send(r, s)`` for every step, as bitmasks."""
+        got = self._send.get(r)
+        if got is None:
+            out = [0] * self.L
+            later = 0
+            for s in range(self.L - 1, -1, -1):
+                q = self.peers[s][r]
+                raw = ((1 << q) | self.reach(q, s + 1)) & ~(1 << r)
+                out[s] = raw & ~later
+                later |= raw
+            got = tuple(out)
+            self._send[r] = got
+        return got
+
+    def covers_all(self, r: int) -> bool:
+        """Whether ``r`` reaches every other rank (the schedule is complete)."""
+        total = 0
+        for m in self.send_sets(r):
+            total |= m
+        return total == ((1 << self.n) - 1) & ~(1 << r)
+
+
+@lru_cache(maxsize=256)
+def _cached_blocksets(peers: Tuple[Tuple[int, ...], ...]) -> BlockSets:
+    return BlockSets(peers)
+
+
+def blocksets(peers: Sequence[Sequence[int]]) -> BlockSets:
+    return _cached_blocksets(tuple(tuple(r) for r in peers))
+
+
+def _block_ranges(mask: int, blocks: Sequence[Range]) -> Tuple[Range, ...]:
+    return merge_ranges([blocks[b] for b in bits(mask)])
+
+
+def rs_ag_lane(
+    vr: int,
+    peers: Sequence[Sequence[int]],
+    blocks: Sequence[Range],
+    *,
+    to_rank: Callable[[int], int] = lambda v: v,
+    port_of: Callable[[int, int], "int | None"] = lambda s, q: None,
+) -> Tuple[List[Step], List[Step]]:
+    """Reduce-scatter and all-gather steps of virtual rank ``vr`` in one lane.
+
+    ``peers[s][x]`` is the virtual peer of ``x`` at step ``s``; ``blocks[b]``
+    is the element range of block ``b`` (owned by virtual rank ``b``);
+    ``to_rank`` maps virtual ids to communicator ranks; ``port_of(s, q)`` the
+    port used to reach virtual peer ``q`` at step ``s``.
+    """
+    bs = blocksets(peers)
+    if not bs.covers_all(vr):
+        raise ValueError("peer sequence does not reach every rank: no reduce-scatter schedule")
+    mine = bs.send_sets(vr)
+    rs: List[Step] = []
+    ag: List[Step] = []
+    for s in range(bs.L):
+        q = bs.peers[s][vr]
+        theirs = bs.send_sets(q)[s]
+        send = _block_ranges(mine[s], blocks)
+        recv = _block_ranges(theirs, blocks)
+        port = port_of(s, q)
+        rank_q = to_rank(q)
+        rs.append(Step((Transfer(rank_q, send, recv, REDUCE, False, port),), "reduce-scatter"))
+        ag.append(Step((Transfer(rank_q, recv, send, COPY, False, port),), "all-gather"))
+    ag.reverse()
+    return rs, ag
