@@ -1,0 +1,126 @@
+"""mpi4py buffer specs -> (byte view, count, datatype), with the checks.
+
+Accepted like ``Comm.Allreduce``: ``buf``, ``[buf, datatype]``,
+``[buf, count]``, ``[buf, count, datatype]`` (a tuple or a list; a datatype
+may be an ``MPI.Datatype`` or a typecode string such as ``"d"``). Without a
+datatype, the buffer's PEP-3118 format decides (as in mpi4py). ``buf`` is any
+object with the buffer protocol (numpy arrays, ``bytearray``, ``array.array``,
+``memoryview``…); it must be C-contiguous.
+
+Everything here is checked locally, before any communication. What MPI itself
+calls erroneous and we cannot see locally (counts or datatypes that differ
+between ranks, different ops or algorithms on different ranks) is not checked.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from mpi4py import MPI
+
+__all__ = ["BufferSpec", "parse_buffer", "is_in_place", "numpy_dtype"]
+
+
+@dataclass(frozen=True)
+class BufferSpec:
+    """A validated buffer: ``data`` is a ``uint8`` view of ``count·extent`` bytes."""
+
+    data: np.ndarray
+    count: int
+    datatype: MPI.Datatype
+    extent: int
+
+    @property
+    def nbytes(self) -> int:
+        return self.count * self.extent
+
+
+def is_in_place(buf: Any) -> bool:
+    return buf is None or buf is MPI.IN_PLACE
+
+
+def _datatype(dt: Any, where: str) -> MPI.Datatype:
+    if isinstance(dt, MPI.Datatype):
+        if dt == MPI.DATATYPE_NULL:
+            raise ValueError(f"{where}: MPI.DATATYPE_NULL is not a datatype")
+        return dt
+    if isinstance(dt, str):
+        try:
+            return MPI.Datatype.fromcode(dt)
+        except (KeyError, ValueError):
+            raise ValueError(f"{where}: unknown typecode {dt!r}") from None
+    raise TypeError(f"{where}: expected an MPI.Datatype or a typecode string, got {type(dt).__name__}")
+
+
+def _format_datatype(fmt: str, where: str) -> MPI.Datatype:
+    code = fmt.lstrip("@=<>!")
+    try:
+        return MPI.Datatype.fromcode(code)
+    except (KeyError, ValueError):
+        raise ValueError(
+            f"{where}: cannot infer an MPI datatype from buffer format {fmt!r}; "
+            f"pass one explicitly, e.g. [buf, MPI.DOUBLE_INT]") from None
+
+
+def parse_buffer(spec: Any, *, writable: bool, where: str) -> BufferSpec:
+    """Validate an mpi4py buffer spec; ``where`` names it in error messages."""
+    count = None
+    dt = None
+    if isinstance(spec, (tuple, list)):
+        parts = list(spec)
+        if not 1 <= len(parts) <= 3:
+            raise ValueError(f"{where}: a buffer spec has 1 to 3 items, got {len(parts)}")
+        obj = parts[0]
+        if len(parts) == 2:
+            if isinstance(parts[1], int) and not isinstance(parts[1], bool):
+                count = parts[1]
+            else:
+                dt = parts[1]
+        elif len(parts) == 3:
+            count, dt = parts[1], parts[2]
+            if not (isinstance(count, int) and not isinstance(count, bool)):
+                raise TypeError(f"{where}: count must be an int, got {type(count).__name__}")
+    else:
+        obj = spec
+    if obj is None or obj is MPI.IN_PLACE or obj is MPI.BOTTOM:
+        raise ValueError(f"{where}: expected a buffer, got {obj!r}")
+    try:
+        mv = memoryview(obj)
+    except TypeError:
+        raise TypeError(f"{where}: {type(obj).__name__} does not support the buffer protocol") from None
+    if not mv.c_contiguous:
+        raise ValueError(f"{where}: the buffer is not C-contiguous (pass a contiguous copy)")
+    if writable and mv.readonly:
+        raise ValueError(f"{where}: the buffer is read-only")
+    datatype = _datatype(dt, where) if dt is not None else _format_datatype(mv.format, where)
+    extent = datatype.extent
+    if datatype.lb != 0 or extent <= 0 or datatype.true_lb < 0 or datatype.true_extent > extent:
+        raise ValueError(f"{where}: datatype {datatype.Get_name() or datatype} has a lower bound "
+                         f"or holes outside its extent; only contiguous element types are supported")
+    nbytes = mv.nbytes
+    if count is None:
+        if nbytes % extent:
+            raise ValueError(f"{where}: buffer of {nbytes} bytes is not a whole number of "
+                             f"{extent}-byte elements")
+        count = nbytes // extent
+    elif count < 0:
+        raise ValueError(f"{where}: count must be >= 0, got {count}")
+    elif count * extent > nbytes:
+        raise ValueError(f"{where}: count {count} needs {count * extent} bytes, "
+                         f"the buffer has {nbytes}")
+    data = np.frombuffer(mv.cast("B"), dtype=np.uint8)[: count * extent] if nbytes else np.zeros(0, np.uint8)
+    return BufferSpec(data, count, datatype, extent)
+
+
+def numpy_dtype(datatype: MPI.Datatype) -> "np.dtype | None":
+    """The numpy dtype of a predefined datatype, or ``None``."""
+    try:
+        code = datatype.tocode()
+        dt = np.dtype(code)
+    except (KeyError, ValueError, TypeError):
+        return None
+    if dt.itemsize != datatype.size or dt.itemsize != datatype.extent:
+        return None
+    return dt

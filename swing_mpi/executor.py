@@ -1,0 +1,263 @@
+"""The one transport: runs a :class:`Schedule` over MPI with Isend/Irecv.
+
+A :class:`Plan` is built once per (communicator, schedule, datatype, op): it
+resolves every transfer to byte offsets, allocates the scratch buffers and
+picks the reduction kernel. :meth:`Plan.run` then only posts requests, waits
+and reduces (the gloo model: setup once, ``run()`` only moves data).
+
+Progress: every lane (sub-collective) posts all receives and sends of its
+current step at once; the plan waits on the requests of all lanes together
+and moves a lane to its next step as soon as that lane's step has completed,
+so a slow port does not hold the other lanes back beyond their own data
+dependencies. Received data is applied (reduced or copied) only after the
+whole step of that lane has completed, so buffers being sent are never
+modified while in flight.
+"""
+
+from __future__ import annotations
+
+from typing import List, Tuple
+
+import numpy as np
+from mpi4py import MPI
+
+from .buffers import numpy_dtype
+from .schedule.base import COPY, REDUCE, Schedule
+
+__all__ = ["Plan", "Reducer", "TAG_BASE"]
+
+TAG_BASE = 0x5317
+"""Lane ``i`` uses tag ``TAG_BASE + i`` on our private communicator."""
+
+
+def _ufunc_for(op: MPI.Op):
+    for mpi_op, uf in ((MPI.SUM, np.add), (MPI.PROD, np.multiply), (MPI.MAX, np.maximum),
+                       (MPI.MIN, np.minimum), (MPI.BAND, np.bitwise_and),
+                       (MPI.BOR, np.bitwise_or), (MPI.BXOR, np.bitwise_xor)):
+        if op == mpi_op:
+            return uf
+    return None
+
+
+class Reducer:
+    """``local = peer op local`` or ``local = local op peer`` on byte views.
+
+    Uses a numpy ufunc where it is exactly MPI's operation (SUM and PROD on
+    integer, float and complex types; MAX, MIN and bitwise ops on integers);
+    everything else goes through ``op.Reduce_local`` (all predefined ops and
+    datatypes, pair types for MAXLOC/MINLOC, user ops).
+    """
+
+    def __init__(self, op: MPI.Op, datatype: MPI.Datatype) -> None:
+        self.op = op
+        self.datatype = datatype
+        self.extent = datatype.extent
+        self.ufunc = None
+        self.dtype = numpy_dtype(datatype)
+        if self.dtype is not None:
+            uf = _ufunc_for(op)
+            kind = self.dtype.kind
+            if uf is not None:
+                if (op == MPI.SUM or op == MPI.PROD) and kind in "iufc":
+                    self.ufunc = uf
+                elif kind in "iu":
+                    self.ufunc = uf
+        self._tmp = np.empty(0, np.uint8)
+
+    def __call__(self, peer: np.ndarray, local: np.ndarray, peer_first: bool) -> None:
+        n = len(local) // self.extent
+        if not n:
+            return
+        if self.ufunc is not None:
+            a = peer.view(self.dtype)
+            b = local.view(self.dtype)
+            if peer_first:
+                self.ufunc(a, b, out=b)
+            else:
+                self.ufunc(b, a, out=b)
+            return
+        if peer_first:
+            self.op.Reduce_local([peer, n, self.datatype], [local, n, self.datatype])
+        else:
+            # local op peer: reduce into the peer's (scratch) copy, then copy back
+            self.op.Reduce_local([local, n, self.datatype], [peer, n, self.datatype])
+            local[...] = peer
+
+
+class _Xfer:
+    """A transfer resolved to byte offsets and scratch views."""
+
+    __slots__ = ("peer", "send", "recv", "action", "peer_first", "send_buf", "recv_buf",
+                 "send_elems", "recv_elems", "direct_send", "direct_recv")
+
+    def __init__(self, t, ext: int, work_len: int) -> None:
+        self.peer = t.peer
+        self.send = [(a * ext, b * ext) for a, b in t.send]
+        self.recv = [(a * ext, b * ext) for a, b in t.recv]
+        self.action = t.action
+        self.peer_first = t.peer_first
+        self.send_elems = t.send_count
+        self.recv_elems = t.recv_count
+        # one contiguous range: send straight from / receive straight into the work buffer
+        self.direct_send = len(self.send) == 1
+        self.direct_recv = len(self.recv) == 1 and t.action == COPY
+        self.send_buf = None
+        self.recv_buf = None
+
+
+class Plan:
+    """A schedule bound to a communicator, a datatype and an op."""
+
+    def __init__(self, comm: MPI.Intracomm, schedule: Schedule, datatype: MPI.Datatype,
+                 op: MPI.Op) -> None:
+        self.comm = comm
+        self.schedule = schedule
+        self.datatype = datatype
+        self.ext = datatype.extent
+        self.reduce = Reducer(op, datatype)
+        ext = self.ext
+        self.vec_bytes = schedule.count * ext
+        self.work_bytes = self.vec_bytes * schedule.slots
+        self.lanes: List[List[Tuple[List[_Xfer], bool]]] = []
+        scratch_need = 0
+        lane_layouts = []
+        for lane in schedule.lanes:
+            steps = []
+            need = 0
+            for st in lane:
+                xs = [_Xfer(t, ext, self.work_bytes) for t in st.transfers]
+                sent = [r for x in xs for r in x.send]
+                for x in xs:  # never receive straight into bytes that this step also sends
+                    if x.direct_recv and any(a < d and c < b for a, b in x.recv for c, d in sent):
+                        x.direct_recv = False
+                size = sum((x.send_elems * ext if not x.direct_send else 0)
+                           + (x.recv_elems * ext if not x.direct_recv else 0) for x in xs)
+                need = max(need, size)
+                steps.append((xs, st.combine))
+            lane_layouts.append((scratch_need, need))
+            scratch_need += need
+            self.lanes.append(steps)
+        self.scratch = np.empty(scratch_need, np.uint8)
+        # carve each step's scratch out of its lane's region (steps of a lane run one at a time)
+        for (base, _), steps in zip(lane_layouts, self.lanes):
+            for xs, _ in steps:
+                off = base
+                for x in xs:
+                    if x.send_elems and not x.direct_send:
+                        x.send_buf = self.scratch[off:off + x.send_elems * ext]
+                        off += x.send_elems * ext
+                    if x.recv_elems and not x.direct_recv:
+                        x.recv_buf = self.scratch[off:off + x.recv_elems * ext]
+                        off += x.recv_elems * ext
+        self.slot_work = np.empty(self.work_bytes if schedule.slots > 1 else 0, np.uint8)
+
+    # -- data movement ------------------------------------------------------
+    def _post(self, lane: int, step: int, work: np.ndarray) -> List[MPI.Request]:
+        xs, _ = self.lanes[lane][step]
+        reqs: List[MPI.Request] = []
+        tag = TAG_BASE + lane
+        dt = self.datatype
+        comm = self.comm
+        for x in xs:
+            if x.recv_elems:
+                if x.direct_recv:
+                    a, b = x.recv[0]
+                    buf = work[a:b]
+                else:
+                    buf = x.recv_buf
+                reqs.append(comm.Irecv([buf, x.recv_elems, dt], x.peer, tag))
+        for x in xs:
+            if x.send_elems:
+                if x.direct_send:
+                    a, b = x.send[0]
+                    buf = work[a:b]
+                else:
+                    buf = x.send_buf
+                    off = 0
+                    for a, b in x.send:
+                        buf[off:off + b - a] = work[a:b]
+                        off += b - a
+                reqs.append(comm.Isend([buf, x.send_elems, dt], x.peer, tag))
+        return reqs
+
+    def _apply(self, lane: int, step: int, work: np.ndarray) -> None:
+        xs, combine = self.lanes[lane][step]
+        for x in xs:
+            if not x.recv_elems or x.direct_recv:
+                continue
+            off = 0
+            for a, b in x.recv:
+                chunk = x.recv_buf[off:off + b - a]
+                off += b - a
+                if x.action == REDUCE:
+                    self.reduce(chunk, work[a:b], x.peer_first)
+                else:
+                    work[a:b] = chunk
+        if combine:
+            n = self.vec_bytes
+            for i in range(1, self.schedule.slots):
+                self.reduce(work[(i - 1) * n:i * n], work[i * n:(i + 1) * n], True)
+
+    def run(self, result: np.ndarray, source: np.ndarray | None = None) -> None:
+        """Allreduce into ``result`` (bytes). ``source``: the input if not in place."""
+        s = self.schedule
+        n = self.vec_bytes
+        if s.slots > 1:
+            work = self.slot_work
+            src = result if source is None else source
+            work[s.input_slot * n:(s.input_slot + 1) * n] = src
+        else:
+            work = result
+            if source is not None and n:
+                result[...] = source
+        nl = len(self.lanes)
+        if nl == 1:
+            for i in range(len(self.lanes[0])):
+                reqs = self._post(0, i, work)
+                if reqs:
+                    MPI.Request.Waitall(reqs)
+                self._apply(0, i, work)
+        elif nl:
+            self._run_lanes(work)
+        if s.slots > 1:
+            result[...] = work[s.result_slot * n:(s.result_slot + 1) * n]
+
+    def _run_lanes(self, work: np.ndarray) -> None:
+        nl = len(self.lanes)
+        pos = [0] * nl
+        left = [0] * nl
+        reqs: List[MPI.Request] = []
+        owner: List[int] = []
+
+        def advance(lane: int) -> None:
+            # post steps of this lane until one has requests in flight
+            while pos[lane] < len(self.lanes[lane]):
+                rs = self._post(lane, pos[lane], work)
+                if rs:
+                    left[lane] = len(rs)
+                    reqs.extend(rs)
+                    owner.extend([lane] * len(rs))
+                    return
+                self._apply(lane, pos[lane], work)
+                pos[lane] += 1
+
+        for lane in range(nl):
+            advance(lane)
+        while reqs:
+            done = MPI.Request.Waitsome(reqs)
+            if done is None:
+                break
+            finished = []
+            for i in done:
+                lane = owner[i]
+                left[lane] -= 1
+                if left[lane] == 0:
+                    finished.append(lane)
+            gone = set(done)
+            keep = [i for i in range(len(reqs)) if i not in gone]
+            reqs[:] = [reqs[i] for i in keep]
+            owner[:] = [owner[i] for i in keep]
+            for lane in finished:
+                self._apply(lane, pos[lane], work)
+                pos[lane] += 1
+                advance(lane)
