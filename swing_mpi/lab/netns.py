@@ -17,6 +17,7 @@ import json
 import os
 import re
 import secrets
+import shlex
 import shutil
 import signal
 import socket
@@ -380,13 +381,20 @@ class Lab:
         self._rate_mbit = rate_mbit
         self._mtu = mtu
         self._run_id = run_id
-        self.log: Log = log or _nolog
+        self._user_log: Log = log or _nolog
         self.plan: LabPlan = make_plan(self.torus, run_id=run_id or "0", prefix=prefix, rate_mbit=rate_mbit, mtu=mtu)
         self.built = False
         self.build_seconds: Optional[float] = None
         self.teardown_seconds: Optional[float] = None
         self._tmpdir: Optional[Path] = None
         self._old_handlers: Dict[int, Any] = {}
+
+    def log(self, msg: str) -> None:
+        """Progress message to the ``log`` callable; never raises (teardown must go on)."""
+        try:
+            self._user_log(msg)
+        except Exception:
+            pass
 
     # -- names --------------------------------------------------------------
     @property
@@ -434,14 +442,12 @@ class Lab:
         if self.built:
             raise LabError("lab already built")
         require_lab()
-        find_mpiexec  # noqa: B018 (resolved lazily in mpiexec_argv)
+        t0 = time.perf_counter()
         rid = self._pick_run_id()
         self.plan = make_plan(self.torus, run_id=rid, prefix=self._prefix, rate_mbit=self._rate_mbit, mtu=self._mtu)
-        marker = _marker_dir() / f"{self._prefix}{rid}"
-        marker.write_text(f"{os.getpid()}\n")
-        t0 = time.perf_counter()
         self.built = True  # from here on, teardown has something to do
         try:
+            (_marker_dir() / f"{self._prefix}{rid}").write_text(f"{os.getpid()}\n")
             self.log(f"lab: building {self.plan.describe()}")
             for phase in self.plan.setup_phases():
                 _run_parallel(phase)
@@ -597,7 +603,9 @@ class Lab:
         ``capture=True`` collects stdout/stderr as text.
         """
         argv = self.mpiexec_argv(nprocs, cmd, env=env, timeout=timeout)
-        self.log(f"lab: running {' '.join(cmd)} on {nprocs or self.torus.size} ranks")
+        shown = shlex.join(cmd)
+        shown = shown if len(shown) <= 120 else shown[:117] + "..."
+        self.log(f"lab: running {shown} on {nprocs or self.torus.size} ranks (MPIEXEC_TIMEOUT {timeout:g} s)")
         kw: Dict[str, Any] = {"text": True}
         if capture:
             kw.update(stdout=subprocess.PIPE, stderr=subprocess.PIPE)

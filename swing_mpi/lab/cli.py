@@ -1,0 +1,149 @@
+"""``swing-mpi lab`` / ``python -m swing_mpi.lab``: build a torus lab, check it, run MPI in it.
+
+Examples::
+
+    swing-mpi lab --dims 4x4 --check                      # build, verify, tear down
+    swing-mpi lab --dims 4x4 -- python -m swing_mpi.bench ...   # one rank per node
+    swing-mpi lab --dims 4x4 --plan                       # print the commands, build nothing
+    swing-mpi lab --cleanup                               # delete namespaces left behind
+
+The lead wires :func:`add_arguments` and :func:`run` into the main CLI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import List, Optional, Sequence
+
+from ..topology import Torus
+from .netns import Lab, LabError, LabUnavailable, cleanup_stale, lab_available
+from .plan import DEFAULT_MTU, DEFAULT_PREFIX, DEFAULT_RATE_MBIT, make_plan
+
+__all__ = ["add_arguments", "run", "main", "build_parser"]
+
+
+def _say(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the lab's options (and the trailing ``-- command``) to ``parser``."""
+    parser.add_argument("--dims", default="4x4", help="torus sides, e.g. 4x4, 2x2x2, 16 (default 4x4)")
+    parser.add_argument(
+        "--rate-mbit", type=float, default=DEFAULT_RATE_MBIT,
+        help=f"rate of every link direction in Mbit/s (default {DEFAULT_RATE_MBIT:g})",
+    )
+    parser.add_argument("--mtu", type=int, default=DEFAULT_MTU, help=f"MTU of every link (default {DEFAULT_MTU})")
+    parser.add_argument("--check", action="store_true", help="verify routes and link rates before running (alone: build, check, tear down)")
+    parser.add_argument("--check-seconds", type=float, default=1.5, help="length of each rate test (default 1.5)")
+    parser.add_argument("--check-json", metavar="FILE", help="also write the check result as JSON to FILE")
+    parser.add_argument("--timeout", type=float, default=600, help="MPIEXEC_TIMEOUT for the command, seconds (default 600)")
+    parser.add_argument(
+        "--env", "-e", action="append", default=[], metavar="NAME=VALUE",
+        help="environment variable for every rank (repeatable), e.g. MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM=ring",
+    )
+    parser.add_argument("-n", "--nprocs", type=int, default=None, help="number of ranks (default: the torus size)")
+    parser.add_argument("--plan", action="store_true", help="print the setup and teardown commands and exit (needs no root)")
+    parser.add_argument("--cleanup", action="store_true", help="delete namespaces left behind by dead labs and exit")
+    parser.add_argument("--prefix", default=DEFAULT_PREFIX, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "command", nargs=argparse.REMAINDER,
+        help="after --: the program to run under mpiexec, rank r inside node r "
+        "(a leading 'python' means this interpreter)",
+    )
+
+
+def build_parser(prog: str = "python -m swing_mpi.lab") -> argparse.ArgumentParser:
+    """A stand-alone parser with :func:`add_arguments`."""
+    p = argparse.ArgumentParser(
+        prog=prog,
+        description="Emulated torus lab: one network namespace per node, rate-limited veth links, "
+        "minimal dimension-order routes; runs an MPI program with every rank in its node.",
+    )
+    add_arguments(p)
+    return p
+
+
+def _parse_env(items: Sequence[str]) -> dict:
+    env = {}
+    for item in items:
+        if "=" not in item:
+            raise SystemExit(f"--env expects NAME=VALUE, got {item!r}")
+        k, v = item.split("=", 1)
+        env[k] = v
+    return env
+
+
+def run(args: argparse.Namespace) -> int:
+    """Carry out a parsed ``lab`` command line; returns the exit status."""
+    command: List[str] = list(args.command or [])
+    if command and command[0] == "--":
+        command = command[1:]
+    try:
+        torus = Torus.from_spec(args.dims)
+        plan = make_plan(torus, prefix=args.prefix, rate_mbit=args.rate_mbit, mtu=args.mtu)
+    except ValueError as e:
+        _say(f"lab: {e}")
+        return 2
+    if args.plan:
+        try:
+            print(f"# {plan.describe()}")
+            print("# setup")
+            for c in plan.setup_commands():
+                print(c.shell())
+            print("# teardown")
+            for c in plan.teardown_commands():
+                print(c.shell())
+        except BrokenPipeError:
+            pass
+        return 0
+    if args.cleanup:
+        ok, why = lab_available()
+        if not ok:
+            _say(f"lab: {why}")
+            return 2
+        gone = cleanup_stale(args.prefix, log=_say)
+        _say(f"lab: deleted {len(gone)} stale namespaces")
+        return 0
+    if not command and not args.check:
+        _say("lab: nothing to do: give --check and/or a command after --, or --plan / --cleanup")
+        return 2
+    env = _parse_env(args.env)
+    try:
+        with Lab(torus, rate_mbit=args.rate_mbit, mtu=args.mtu, prefix=args.prefix, log=_say) as lab:
+            rc = 0
+            if args.check:
+                _say("lab: checking routes and link rates")
+                res = lab.check(seconds=args.check_seconds, print_table=False)
+                _say(res.table())
+                if args.check_json:
+                    with open(args.check_json, "w") as f:
+                        json.dump({"dims": str(torus), "rate_mbit": args.rate_mbit, "mtu": args.mtu,
+                                   "build_seconds": lab.build_seconds, **res.as_dict()}, f, indent=2)
+                if not res.ok:
+                    _say("lab: check FAILED")
+                    return 1
+            if command:
+                t0 = time.perf_counter()
+                proc = lab.run_mpi(command, nprocs=args.nprocs, env=env, timeout=args.timeout)
+                rc = proc.returncode
+                _say(f"lab: command exited {rc} after {time.perf_counter() - t0:.2f} s")
+            return rc
+    except LabUnavailable as e:
+        _say(f"lab: {e}")
+        return 2
+    except LabError as e:
+        _say(f"lab: {e}")
+        return 1
+    except KeyboardInterrupt:
+        _say("lab: interrupted (lab torn down)")
+        return 130
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """``python -m swing_mpi.lab``."""
+    args = build_parser().parse_args(argv)
+    return run(args)

@@ -1,0 +1,188 @@
+"""The lab plan is pure data: names, addresses, links and routes checked without root."""
+
+from __future__ import annotations
+
+import ipaddress
+import itertools
+import re
+
+import pytest
+
+from swing_mpi.lab.plan import MAX_NODES, make_plan, namespace_pattern, node_address
+from swing_mpi.topology import Torus
+
+SHAPES = [(4, 4), (3, 5), (2, 2, 2), (16,), (2, 2), (2, 4), (1, 4), (3,), (2,), (4, 2, 3), (1,)]
+
+
+def n_links(t: Torus) -> int:
+    """Torus links: a side d > 2 has d links per line, a side of 2 one, a side of 1 none."""
+    total = 0
+    for d in t.dims:
+        lines = t.size // d
+        total += lines * (d if d > 2 else d - 1)
+    return total
+
+
+@pytest.mark.parametrize("dims,links", [((4, 4), 32), ((2, 2), 4), ((16,), 16), ((2,), 1), ((1,), 0), ((2, 2, 2), 12), ((3, 5), 30), ((1, 4), 4)])
+def test_link_count(dims, links):
+    plan = make_plan(dims)
+    assert len(plan.links) == links == n_links(Torus(dims))
+
+
+@pytest.mark.parametrize("dims", SHAPES)
+def test_links_join_torus_neighbours(dims):
+    t = Torus(dims)
+    plan = make_plan(t)
+    pairs = set()
+    for link in plan.links:
+        a, b = link.a, link.b
+        assert t.neighbor(a.node, a.port) == b.node
+        assert t.neighbor(b.node, b.port) == a.node
+        assert a.port // 2 == b.port // 2 == link.dim
+        key = (frozenset((a.node, b.node)), link.dim)
+        assert key not in pairs, "one veth pair per torus link"
+        pairs.add(key)
+    for r in range(t.size):
+        names = [p.name for p in plan.ports(r)]
+        assert len(names) == len(set(names)), "port names unique inside a namespace"
+        expected = sum(2 if d > 2 else (1 if d == 2 else 0) for d in t.dims)
+        assert len(names) == expected
+
+
+@pytest.mark.parametrize("dims", SHAPES)
+def test_names_and_addresses(dims):
+    plan = make_plan(dims, run_id="3fa2")
+    assert len(set(plan.namespaces)) == plan.size
+    assert len(set(plan.addresses)) == plan.size
+    pat = namespace_pattern("swl")
+    for r, ns in enumerate(plan.namespaces):
+        m = pat.fullmatch(ns)
+        assert m and m["run"] == "3fa2" and int(m["rank"]) == r
+    for a in plan.addresses:
+        ip = ipaddress.ip_address(a)
+        assert ip in ipaddress.ip_network("10.0.0.0/8") and ip.is_private
+        assert not a.endswith(".0") and not a.endswith(".255")
+    for link in plan.links:
+        for p in (link.a, link.b):
+            assert len(p.name) <= 15 and re.fullmatch(r"[a-z0-9]+", p.name)
+
+
+def test_addresses_unique_up_to_4096_and_beyond():
+    addrs = [node_address(r) for r in range(MAX_NODES)]
+    assert len(set(addrs)) == MAX_NODES
+    assert all(ipaddress.ip_address(a) in ipaddress.ip_network("10.100.0.0/16") for a in addrs)
+    with pytest.raises(ValueError):
+        node_address(MAX_NODES)
+
+
+def test_two_labs_never_share_names():
+    a = make_plan("2x2", run_id="a1")
+    b = make_plan("2x2", run_id="a10")
+    assert not set(a.namespaces) & set(b.namespaces)
+    assert not set(make_plan("12", run_id="1").namespaces) & set(make_plan("12", run_id="11").namespaces)
+
+
+@pytest.mark.parametrize("bad", [dict(run_id="xyz"), dict(run_id=""), dict(prefix="SWL"), dict(prefix="s1"), dict(rate_mbit=0), dict(mtu=10)])
+def test_bad_options(bad):
+    with pytest.raises(ValueError):
+        make_plan("2x2", **bad)
+
+
+@pytest.mark.parametrize("dims", [(4, 4), (3, 5), (2, 2, 2), (16,), (2, 2), (2, 4), (1, 4), (4, 2, 3)])
+def test_every_route_is_minimal_and_in_dimension_order(dims):
+    t = Torus(dims)
+    plan = make_plan(t)
+    for s, d in itertools.permutations(range(t.size), 2):
+        path = plan.hop_path(s, d)
+        assert path[0] == s and path[-1] == d
+        assert len(path) - 1 == t.distance(s, d)
+        changed = []
+        for u, v in zip(path, path[1:]):
+            assert t.distance(u, v) == 1, "every hop crosses one link"
+            diff = [k for k, (x, y) in enumerate(zip(t.coords(u), t.coords(v))) if x != y]
+            assert len(diff) == 1
+            changed.append(diff[0])
+        assert changed == sorted(changed), f"{s}->{d} not in dimension order: {path}"
+
+
+@pytest.mark.parametrize("dims", [(4, 4), (3, 5), (2, 2, 2)])
+def test_route_fields_agree_with_torus(dims):
+    t = Torus(dims)
+    plan = make_plan(t)
+    for r in plan.routes():
+        tp = t.port_towards(r.node, r.dest)
+        assert r.via == t.neighbor(r.node, tp)
+        assert r.port.node == r.node and r.port.port // 2 == tp // 2
+        assert plan.neighbor(r.port) == r.via
+        assert r.dest_addr == plan.address(r.dest) and r.via_addr == plan.address(r.via)
+        assert r.argv == ("ip", "-n", plan.namespace(r.node), "route", "add", f"{r.dest_addr}/32",
+                          "via", r.via_addr, "dev", r.port.name, "onlink")
+    assert len(plan.routes()) == t.size * (t.size - 1)
+
+
+def test_tie_goes_plus_way():
+    # distance exactly d/2: the + way. On a ring of 4, 0 -> 2 goes through 1, 2 -> 0 through 3.
+    plan = make_plan((4,))
+    assert plan.hop_path(0, 2) == [0, 1, 2]
+    assert plan.hop_path(2, 0) == [2, 3, 0]
+    assert plan.hop_path(1, 3) == [1, 2, 3]
+    assert plan.route(0, 2).port.name == "d0p"
+    # shorter way is taken when there is one
+    assert plan.hop_path(0, 3) == [0, 3]
+    assert plan.route(0, 3).port.name == "d0m"
+    # on 4x4, (0,0) -> (2,2): dimension 0 first, both ties the + way
+    t = Torus((4, 4))
+    p = make_plan(t)
+    assert [t.coords(r) for r in p.hop_path(0, 10)] == [(0, 0), (1, 0), (2, 0), (2, 1), (2, 2)]
+    # ring of 16: 0 -> 8 is a tie, goes up
+    assert make_plan((16,)).hop_path(0, 8) == list(range(9))
+
+
+def test_side_of_two_has_one_link_named_plus_at_both_ends():
+    plan = make_plan((2,))
+    (link,) = plan.links
+    assert (link.a.name, link.b.name) == ("d0p", "d0p")
+    assert plan.route(0, 1).port.name == "d0p" and plan.route(1, 0).port.name == "d0p"
+    assert plan.port(1, 1) == plan.port(1, 0)
+
+
+def test_commands_are_pure_data():
+    plan = make_plan("2x3", run_id="beef", rate_mbit=40, mtu=65000)
+    phases = plan.setup_phases()
+    assert [c.argv for c in phases[0]] == [("ip", "-batch", "-")]
+    assert phases[0][0].stdin.splitlines() == [f"netns add {n}" for n in plan.namespaces]
+    assert len(phases[1][0].stdin.splitlines()) == len(plan.links)
+    text = "\n".join(c.shell() for c in plan.setup_commands())
+    for r in range(plan.size):
+        ns = plan.namespace(r)
+        for p in plan.ports(r):
+            assert f"qdisc add dev {p.name} root tbf rate 40mbit burst 256kb latency 400ms" in text
+            assert f"link set {p.name} mtu 65000" in text
+            assert f"net.ipv4.conf.{p.name}.rp_filter=0" in text
+        assert f"ip -n {ns} -batch -" in text and f"tc -n {ns} -batch -" in text
+    assert "net.ipv4.ip_forward=1" in text
+    # unbatched: one argv per action, and every route appears verbatim
+    flat = [c.argv for c in plan.setup_commands(batched=False)]
+    for r in plan.routes():
+        assert r.argv in flat
+    assert all(c.stdin is None for c in plan.setup_commands(batched=False))
+    (td,) = plan.teardown_commands()
+    assert td.stdin.splitlines() == [f"netns del {n}" for n in plan.namespaces]
+
+
+def test_hop_path_rejects_bad_ranks():
+    plan = make_plan("2x2")
+    with pytest.raises(ValueError):
+        plan.hop_path(0, 4)
+    with pytest.raises(ValueError):
+        plan.route(1, 1)
+    assert plan.hop_path(3, 3) == [3]
+
+
+def test_cli_plan_needs_no_root(capsys):
+    from swing_mpi.lab.cli import main
+
+    assert main(["--dims", "2x2", "--plan"]) == 0
+    out = capsys.readouterr().out
+    assert "netns add swl0n3" in out and "netns del swl0n0" in out
+    assert main(["--dims", "0x2", "--plan"]) == 2
