@@ -16,6 +16,7 @@ modified while in flight.
 
 from __future__ import annotations
 
+import os
 from typing import List, Tuple
 
 import numpy as np
@@ -82,6 +83,36 @@ class Reducer:
             # local op peer: reduce into the peer's (scratch) copy, then copy back
             self.op.Reduce_local([local, n, self.datatype], [peer, n, self.datatype])
             local[...] = peer
+
+
+_YIELD = os.environ.get("SWING_MPI_WAIT", "yield") == "yield"
+
+
+def _wait_some(reqs: List[MPI.Request]) -> "List[int] | None":
+    """``Waitsome``, but yielding the CPU between polls.
+
+    MPICH busy-polls inside ``Waitsome``; with more ranks than cores (tests,
+    the emulated lab) a spinning rank starves the peer it waits for. Polling
+    with ``Testsome`` and ``sched_yield`` costs a microsecond on an idle core
+    and lets the other ranks run on a busy one. ``SWING_MPI_WAIT=spin``
+    restores plain ``Waitsome``.
+    """
+    if not _YIELD:
+        return MPI.Request.Waitsome(reqs)
+    while True:
+        done = MPI.Request.Testsome(reqs)
+        if done is None or done:
+            return done
+        os.sched_yield()
+
+
+def _wait_all(reqs: List[MPI.Request]) -> None:
+    """``Waitall`` with the same yielding poll as :func:`_wait_some`."""
+    if not _YIELD:
+        MPI.Request.Waitall(reqs)
+        return
+    while not MPI.Request.Testall(reqs):
+        os.sched_yield()
 
 
 class _Xfer:
@@ -215,7 +246,7 @@ class Plan:
             for i in range(len(self.lanes[0])):
                 reqs = self._post(0, i, work)
                 if reqs:
-                    MPI.Request.Waitall(reqs)
+                    _wait_all(reqs)
                 self._apply(0, i, work)
         elif nl:
             self._run_lanes(work)
@@ -244,7 +275,7 @@ class Plan:
         for lane in range(nl):
             advance(lane)
         while reqs:
-            done = MPI.Request.Waitsome(reqs)
+            done = _wait_some(reqs)
             if done is None:
                 break
             finished = []

@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""Run the whole test suite: unit tests, then the MPI tests at every size.
+
+Each MPI size is its own ``mpiexec -n N python -m mpi4py -m pytest --with-mpi``
+launch with ``MPIEXEC_TIMEOUT`` set, so a deadlock fails that size quickly
+instead of hanging; ``python -m mpi4py`` aborts all ranks on an uncaught
+exception. Rank 0's output is shown; the other ranks' logs are shown only
+when a size fails. The last line is ``N passed, N failed``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SIZES = [1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 16]
+
+
+def find_mpiexec() -> str:
+    here = Path(sys.executable).parent / "mpiexec"
+    if here.exists():
+        return str(here)
+    found = shutil.which("mpiexec")
+    if not found:
+        sys.exit("run_tests: no mpiexec found (pip install mpich, or put a system MPI on PATH)")
+    return found
+
+
+def counts(text: str) -> tuple[int, int]:
+    """(passed, failed+errors) from pytest's closing line."""
+    last = [ln for ln in text.splitlines() if re.search(r"\d+ (passed|failed|error)", ln)]
+    if not last:
+        return 0, 0
+    line = last[-1]
+    get = lambda w: sum(int(m) for m in re.findall(rf"(\d+) {w}", line))  # noqa: E731
+    return get("passed"), get("failed") + get("error")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default=",".join(map(str, SIZES)), help="MPI sizes, comma separated")
+    ap.add_argument("--timeout", type=int, default=int(os.environ.get("MPIEXEC_TIMEOUT", 300)),
+                    help="seconds per mpiexec launch (MPIEXEC_TIMEOUT)")
+    ap.add_argument("--no-unit", action="store_true", help="skip the unit tests")
+    ap.add_argument("--no-mpi", action="store_true", help="skip the MPI tests")
+    ap.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
+    args = ap.parse_args()
+    os.chdir(ROOT)
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+    passed = failed = 0
+    t0 = time.time()
+    if not args.no_unit:
+        print("== unit and lab tests (no mpiexec)", flush=True)
+        r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                            "tests/unit", "tests/lab", *args.pytest_args], env=env,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        print(r.stdout[-6000:], flush=True)
+        p, f = counts(r.stdout)
+        passed += p
+        failed += f + (1 if r.returncode not in (0, 5) and not f else 0)
+    if not args.no_mpi:
+        mpiexec = find_mpiexec()
+        logs = Path(tempfile.mkdtemp(prefix="swing-mpi-tests-"))
+        for n in [int(x) for x in args.sizes.split(",") if x]:
+            started = time.time()
+            cmd = [mpiexec, "-n", str(n), sys.executable, str(ROOT / "scripts" / "rank_logs.py"), str(logs),
+                   sys.executable, "-m", "mpi4py", "-m", "pytest", "--with-mpi", "-q", "-p", "no:cacheprovider",
+                   "tests/mpi", *args.pytest_args]
+            r = subprocess.run(cmd, env=dict(env, MPIEXEC_TIMEOUT=str(args.timeout)),
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            out = (logs / "rank0.log").read_text() if (logs / "rank0.log").exists() else ""
+            p, f = counts(out)
+            bad = r.returncode != 0 or f or not p
+            print(f"== mpiexec -n {n}: {p} passed, {f} failed, rc={r.returncode}, "
+                  f"{time.time() - started:.0f} s", flush=True)
+            if bad:
+                print(out[-8000:])
+                print(r.stdout[-3000:])
+                for log in sorted(logs.glob("rank*.log"))[1:4]:
+                    print(f"--- {log.name}\n{log.read_text()[-3000:]}")
+                failed += max(f, 1)
+            passed += p
+        shutil.rmtree(logs, ignore_errors=True)
+    print(f"== all tests in {time.time() - t0:.0f} s")
+    print(f"{passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
