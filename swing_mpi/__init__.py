@@ -18,14 +18,15 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-__all__ = ["allreduce", "Intracomm", "ALGORITHMS", "Torus", "__version__"]
+__all__ = ["allreduce", "iallreduce", "allreduce_init", "Request", "Intracomm", "ALGORITHMS", "Torus",
+           "__version__"]
 
 from .schedule import ALGORITHMS
 from .topology import Torus
 
 
 def __getattr__(name: str) -> Any:  # the MPI side is imported on first use
-    if name in ("allreduce", "Intracomm"):
+    if name in ("allreduce", "iallreduce", "allreduce_init", "Request", "Intracomm"):
         from . import api
         return getattr(api, name)
     raise AttributeError(f"module 'swing_mpi' has no attribute {name!r}")

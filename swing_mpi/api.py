@@ -21,7 +21,8 @@ from .executor import Plan
 from .schedule import ALGORITHMS, build_schedule
 from .topology import Torus, parse_dims
 
-__all__ = ["allreduce", "Intracomm", "resolve", "is_exact", "NATIVE", "AUTO", "algorithm_names"]
+__all__ = ["allreduce", "iallreduce", "allreduce_init", "Request", "Intracomm", "resolve", "is_exact",
+           "NATIVE", "AUTO", "algorithm_names"]
 
 NATIVE = "native"
 """The MPI library's own ``MPI_Allreduce``."""
@@ -40,6 +41,12 @@ class _State:
     def __init__(self, comm: MPI.Comm) -> None:
         self.comm: MPI.Intracomm = comm.Dup()
         self.plans: "OrderedDict[tuple, Plan]" = OrderedDict()
+        self.seq = 0
+        """Operations started on this communicator (the same count on every rank)."""
+
+    def next_seq(self) -> int:
+        self.seq += 1
+        return self.seq
 
     def free(self) -> None:
         self.plans.clear()
@@ -176,17 +183,24 @@ def allreduce(comm: MPI.Intracomm, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.
             communication and before anything is written to ``recvbuf``.
     """
     send, recv = _check_args(comm, sendbuf, recvbuf, op)
-    p = comm.Get_size()
-    name = resolve(algorithm, p, recv.nbytes, op, recv.datatype)
+    name = resolve(algorithm, comm.Get_size(), recv.nbytes, op, recv.datatype)
     dims_t = _dims_for(comm, dims)
     if name == NATIVE:
         MPI.Intracomm.Allreduce(comm, MPI.IN_PLACE if send is None else sendbuf, recvbuf, op)
         return
+    st = _state(comm)
+    seq = st.next_seq()
     if recv.count == 0:
         return
+    plan = _plan(st, comm, name, dims_t, recv, op, cached=True)
+    plan.run(recv.data, None if send is None else send.data, seq=seq)
+
+
+def _plan(st: _State, comm: MPI.Comm, name: str, dims_t: Tuple[int, ...], recv: BufferSpec,
+          op: MPI.Op, *, cached: bool) -> Plan:
+    """A plan for this call; blocking calls share cached plans (their scratch too)."""
     exact = is_exact(op, recv.datatype)
-    st = _state(comm)
-    cacheable = recv.datatype.is_predefined and op.is_predefined
+    cacheable = cached and recv.datatype.is_predefined and op.is_predefined
     key = (name, dims_t, recv.count, recv.datatype.py2f(), op.py2f(), exact)
     plan = st.plans.get(key) if cacheable else None
     if plan is None:
@@ -198,7 +212,111 @@ def allreduce(comm: MPI.Intracomm, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.
                 st.plans.popitem(last=False)
     else:
         st.plans.move_to_end(key)
-    plan.run(recv.data, None if send is None else send.data)
+    return plan
+
+
+class Request:
+    """A nonblocking (``Iallreduce``) or persistent (``Allreduce_init``) allreduce.
+
+    The method names follow ``MPI.Request``/``MPI.Prequest``: ``Start`` (persistent
+    only), ``Test``, ``Wait``, ``Free``; :meth:`Waitall` and :meth:`Testall` take a
+    list mixing these and ``MPI.Request`` objects.
+
+    Progress: the schedule advances inside ``Test``/``Wait`` (and ``Start``, which
+    posts the first step of every lane); there is no progress thread. A request
+    that nobody tests makes no progress beyond its first step, as with most MPI
+    libraries' nonblocking collectives without asynchronous progress.
+    """
+
+    def __init__(self, st: _State, plan: "Plan | None", recv: BufferSpec, send: "BufferSpec | None",
+                 *, persistent: bool) -> None:
+        self._st = st
+        self._plan = plan
+        self._recv = recv
+        self._send = send
+        self._persistent = persistent
+        self._freed = False
+
+    def Start(self) -> None:  # noqa: N802
+        if not self._persistent:
+            raise RuntimeError("Start() is for persistent requests from Allreduce_init")
+        if self._freed:
+            raise RuntimeError("this request has been freed")
+        seq = self._st.next_seq()
+        if self._plan is not None:
+            self._plan.start(self._recv.data, None if self._send is None else self._send.data, seq=seq)
+
+    def Test(self) -> bool:  # noqa: N802
+        return self._plan is None or self._plan.test()
+
+    def Wait(self) -> None:  # noqa: N802
+        if self._plan is not None:
+            self._plan.wait()
+
+    def Free(self) -> None:  # noqa: N802
+        if self._plan is not None and self._plan.active:
+            raise RuntimeError("cannot free an allreduce in progress; Wait() for it first")
+        self._plan = None
+        self._freed = True
+
+    @property
+    def active(self) -> bool:
+        return self._plan is not None and self._plan.active
+
+    @staticmethod
+    def Waitall(requests: "list[Any]") -> None:  # noqa: N802
+        """Wait for a mix of swing_mpi and MPI requests (ours progress in turn)."""
+        ours = [r for r in requests if isinstance(r, Request)]
+        theirs = [r for r in requests if not isinstance(r, Request)]
+        while any(r.active for r in ours):
+            for r in ours:
+                r.Test()
+            if theirs:
+                MPI.Request.Testall(theirs)
+        if theirs:
+            MPI.Request.Waitall(theirs)
+
+    @staticmethod
+    def Testall(requests: "list[Any]") -> bool:  # noqa: N802
+        done = [r.Test() for r in requests]
+        return all(done)
+
+
+def _nonblocking(comm: MPI.Intracomm, sendbuf: Any, recvbuf: Any, op: MPI.Op, algorithm: "str | None",
+                 dims: Any, *, persistent: bool) -> Any:
+    send, recv = _check_args(comm, sendbuf, recvbuf, op)
+    name = resolve(algorithm, comm.Get_size(), recv.nbytes, op, recv.datatype)
+    dims_t = _dims_for(comm, dims)
+    if name == NATIVE:
+        sb = MPI.IN_PLACE if send is None else sendbuf
+        if persistent:
+            return MPI.Intracomm.Allreduce_init(comm, sb, recvbuf, op)
+        return MPI.Intracomm.Iallreduce(comm, sb, recvbuf, op)
+    st = _state(comm)
+    plan = _plan(st, comm, name, dims_t, recv, op, cached=False) if recv.count else None
+    req = Request(st, plan, recv, send, persistent=persistent)
+    if not persistent:
+        seq = st.next_seq()
+        if plan is not None:
+            plan.start(recv.data, None if send is None else send.data, seq=seq)
+    return req
+
+
+def iallreduce(comm: MPI.Intracomm, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.SUM, *,
+               algorithm: "str | None" = None, dims: Any = None) -> Any:
+    """Nonblocking :func:`allreduce`: returns a :class:`Request` (``MPI.Request`` for native)."""
+    return _nonblocking(comm, sendbuf, recvbuf, op, algorithm, dims, persistent=False)
+
+
+def allreduce_init(comm: MPI.Intracomm, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.SUM, *,
+                   algorithm: "str | None" = None, dims: Any = None) -> Any:
+    """Persistent :func:`allreduce` (like MPI-4's ``MPI_Allreduce_init``).
+
+    Everything is set up once: the schedule, the plan with its scratch buffers
+    and byte offsets, the private communicator. Each ``Start()`` then only
+    moves data; ``Wait()`` completes it. The buffers are bound at init.
+    """
+    return _nonblocking(comm, sendbuf, recvbuf, op, algorithm, dims, persistent=True)
 
 
 class Intracomm(MPI.Intracomm):
@@ -229,6 +347,14 @@ class Intracomm(MPI.Intracomm):
 
     def Allreduce(self, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.SUM) -> None:  # noqa: N802
         allreduce(self, sendbuf, recvbuf, op, algorithm=self._swing_algorithm, dims=self._swing_dims)
+
+    def Iallreduce(self, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.SUM) -> Any:  # noqa: N802
+        return iallreduce(self, sendbuf, recvbuf, op, algorithm=self._swing_algorithm, dims=self._swing_dims)
+
+    def Allreduce_init(self, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.SUM,  # noqa: N802
+                       info: Any = None) -> Any:
+        return allreduce_init(self, sendbuf, recvbuf, op, algorithm=self._swing_algorithm,
+                              dims=self._swing_dims)
 
     def Dup(self, info: Any = None) -> "Intracomm":  # noqa: N802
         new = super().Dup() if info is None else super().Dup(info)

@@ -25,10 +25,15 @@ from mpi4py import MPI
 from .buffers import numpy_dtype
 from .schedule.base import COPY, REDUCE, Schedule
 
-__all__ = ["Plan", "Reducer", "TAG_BASE"]
+__all__ = ["Plan", "Reducer", "TAG_BASE", "MAX_LANES", "TAG_SEQS"]
 
-TAG_BASE = 0x5317
-"""Lane ``i`` uses tag ``TAG_BASE + i`` on our private communicator."""
+TAG_BASE = 16
+MAX_LANES = 64
+"""At most 64 lanes (2D ≤ 64: tori of up to 32 dimensions)."""
+TAG_SEQS = 256
+"""Lane ``i`` of operation number ``seq`` uses tag
+``TAG_BASE + (seq mod TAG_SEQS)·MAX_LANES + i`` on our private communicator
+(at most 16400, below the 32767 every MPI guarantees)."""
 
 
 def _ufunc_for(op: MPI.Op):
@@ -106,15 +111,6 @@ def _wait_some(reqs: List[MPI.Request]) -> "List[int] | None":
         os.sched_yield()
 
 
-def _wait_all(reqs: List[MPI.Request]) -> None:
-    """``Waitall`` with the same yielding poll as :func:`_wait_some`."""
-    if not _YIELD:
-        MPI.Request.Waitall(reqs)
-        return
-    while not MPI.Request.Testall(reqs):
-        os.sched_yield()
-
-
 class _Xfer:
     """A transfer resolved to byte offsets and scratch views."""
 
@@ -181,12 +177,16 @@ class Plan:
                         x.recv_buf = self.scratch[off:off + x.recv_elems * ext]
                         off += x.recv_elems * ext
         self.slot_work = np.empty(self.work_bytes if schedule.slots > 1 else 0, np.uint8)
+        if len(self.lanes) > MAX_LANES:
+            raise ValueError(f"{len(self.lanes)} lanes: at most {MAX_LANES} are supported")
+        self.active = False
+        self._tag = TAG_BASE
 
     # -- data movement ------------------------------------------------------
     def _post(self, lane: int, step: int, work: np.ndarray) -> List[MPI.Request]:
         xs, _ = self.lanes[lane][step]
         reqs: List[MPI.Request] = []
-        tag = TAG_BASE + lane
+        tag = self._tag + lane
         dt = self.datatype
         comm = self.comm
         for x in xs:
@@ -229,66 +229,98 @@ class Plan:
             for i in range(1, self.schedule.slots):
                 self.reduce(work[(i - 1) * n:i * n], work[i * n:(i + 1) * n], True)
 
-    def run(self, result: np.ndarray, source: np.ndarray | None = None) -> None:
-        """Allreduce into ``result`` (bytes). ``source``: the input if not in place."""
+    # -- the state machine ------------------------------------------------------
+    def start(self, result: np.ndarray, source: np.ndarray | None = None, *, seq: int = 0) -> None:
+        """Begin an allreduce into ``result`` (bytes); ``source`` is the input if not in place.
+
+        ``seq`` numbers the operation on its communicator (equal on all ranks,
+        since MPI requires collectives to start in the same order everywhere):
+        it selects the tags, so operations in flight at the same time on one
+        communicator never match each other's messages.
+        """
+        if self.active:
+            raise RuntimeError("this allreduce is still in progress; wait for it before starting it again")
         s = self.schedule
         n = self.vec_bytes
         if s.slots > 1:
             work = self.slot_work
-            src = result if source is None else source
-            work[s.input_slot * n:(s.input_slot + 1) * n] = src
+            work[s.input_slot * n:(s.input_slot + 1) * n] = result if source is None else source
         else:
             work = result
             if source is not None and n:
                 result[...] = source
+        self._result = result
+        self._work = work
+        self._tag = TAG_BASE + (seq % TAG_SEQS) * MAX_LANES
         nl = len(self.lanes)
-        if nl == 1:
-            for i in range(len(self.lanes[0])):
-                reqs = self._post(0, i, work)
-                if reqs:
-                    _wait_all(reqs)
-                self._apply(0, i, work)
-        elif nl:
-            self._run_lanes(work)
-        if s.slots > 1:
-            result[...] = work[s.result_slot * n:(s.result_slot + 1) * n]
-
-    def _run_lanes(self, work: np.ndarray) -> None:
-        nl = len(self.lanes)
-        pos = [0] * nl
-        left = [0] * nl
-        reqs: List[MPI.Request] = []
-        owner: List[int] = []
-
-        def advance(lane: int) -> None:
-            # post steps of this lane until one has requests in flight
-            while pos[lane] < len(self.lanes[lane]):
-                rs = self._post(lane, pos[lane], work)
-                if rs:
-                    left[lane] = len(rs)
-                    reqs.extend(rs)
-                    owner.extend([lane] * len(rs))
-                    return
-                self._apply(lane, pos[lane], work)
-                pos[lane] += 1
-
+        self._pos = [0] * nl
+        self._left = [0] * nl
+        self._reqs: List[MPI.Request] = []
+        self._owner: List[int] = []
+        self.active = True
         for lane in range(nl):
-            advance(lane)
-        while reqs:
-            done = _wait_some(reqs)
-            if done is None:
-                break
+            self._advance(lane)
+        if not self._reqs:
+            self._finish()
+
+    def test(self) -> bool:
+        """Make progress without blocking; true once the allreduce is complete."""
+        if self.active:
+            self._progress(block=False)
+        return not self.active
+
+    def wait(self) -> None:
+        """Block until the allreduce is complete."""
+        while self.active:
+            self._progress(block=True)
+
+    def run(self, result: np.ndarray, source: np.ndarray | None = None, *, seq: int = 0) -> None:
+        """A blocking allreduce: :meth:`start` then :meth:`wait`."""
+        self.start(result, source, seq=seq)
+        self.wait()
+
+    def _advance(self, lane: int) -> None:
+        """Post this lane's steps until one has requests in flight (or the lane ends)."""
+        steps = self.lanes[lane]
+        while self._pos[lane] < len(steps):
+            rs = self._post(lane, self._pos[lane], self._work)
+            if rs:
+                self._left[lane] = len(rs)
+                self._reqs.extend(rs)
+                self._owner.extend([lane] * len(rs))
+                return
+            self._apply(lane, self._pos[lane], self._work)
+            self._pos[lane] += 1
+
+    def _progress(self, block: bool) -> None:
+        reqs = self._reqs
+        done = _wait_some(reqs) if block else MPI.Request.Testsome(reqs)
+        if done:
             finished = []
             for i in done:
-                lane = owner[i]
-                left[lane] -= 1
-                if left[lane] == 0:
+                lane = self._owner[i]
+                self._left[lane] -= 1
+                if self._left[lane] == 0:
                     finished.append(lane)
-            gone = set(done)
-            keep = [i for i in range(len(reqs)) if i not in gone]
-            reqs[:] = [reqs[i] for i in keep]
-            owner[:] = [owner[i] for i in keep]
+            if len(done) == len(reqs):
+                reqs.clear()
+                self._owner.clear()
+            else:
+                gone = set(done)
+                keep = [i for i in range(len(reqs)) if i not in gone]
+                self._reqs = [reqs[i] for i in keep]
+                self._owner = [self._owner[i] for i in keep]
             for lane in finished:
-                self._apply(lane, pos[lane], work)
-                pos[lane] += 1
-                advance(lane)
+                self._apply(lane, self._pos[lane], self._work)
+                self._pos[lane] += 1
+                self._advance(lane)
+        if not self._reqs:
+            self._finish()
+
+    def _finish(self) -> None:
+        s = self.schedule
+        if s.slots > 1:
+            n = self.vec_bytes
+            self._result[...] = self._work[s.result_slot * n:(s.result_slot + 1) * n]
+        self._result = self._work = None
+        self.active = False

@@ -1,0 +1,53 @@
+"""An error on one rank must end the job, not hang it (mpiexec launched from here)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+MPIEXEC = Path(sys.executable).parent / "mpiexec"
+if not MPIEXEC.exists():
+    MPIEXEC = Path(shutil.which("mpiexec") or "mpiexec")
+
+SCRIPT = textwrap.dedent("""
+    import sys
+    import numpy as np
+    from mpi4py import MPI
+    import swing_mpi
+    comm = MPI.COMM_WORLD
+    x = np.ones(1000)
+    y = np.empty(1000)
+    swing_mpi.allreduce(comm, x, y, algorithm="swing-bw")          # all fine
+    if comm.rank == 1:
+        bad = sys.argv[1]
+        if bad == "buffer":   # a bad buffer on one rank only: ValueError there
+            swing_mpi.allreduce(comm, x, np.empty(999), algorithm="swing-bw")
+        elif bad == "op":     # a user op that raises in the middle of the schedule
+            op = MPI.Op.Create(lambda a, b, t: 1 / 0, commute=True)
+            swing_mpi.allreduce(comm, x, y, op, algorithm="swing-bw")
+    else:
+        swing_mpi.allreduce(comm, x, y, algorithm="swing-bw")
+    print("finished", comm.rank, flush=True)
+""")
+
+
+@pytest.mark.skipif(not MPIEXEC.exists(), reason="no mpiexec")
+@pytest.mark.parametrize("bad", ["buffer", "op"])
+def test_error_on_one_rank_aborts_all_with_mpi4py_runner(tmp_path, bad):
+    script = tmp_path / "job.py"
+    script.write_text(SCRIPT)
+    t0 = time.time()
+    r = subprocess.run([str(MPIEXEC), "-n", "3", sys.executable, "-m", "mpi4py", str(script), bad],
+                       env={"MPIEXEC_TIMEOUT": "60", "PATH": str(Path(sys.executable).parent) + ":/usr/bin:/bin"},
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
+    elapsed = time.time() - t0
+    assert r.returncode != 0, r.stdout
+    assert elapsed < 50, f"took {elapsed:.0f} s: the job hung until MPIEXEC_TIMEOUT"
+    assert ("ValueError" if bad == "buffer" else "ZeroDivisionError") in r.stdout
+    # ranks that already had all they needed may finish; the job still ends, non-zero
