@@ -19,10 +19,12 @@ WORLD = MPI.COMM_WORLD
 
 
 def test_cg_same_answer_as_native():
-    ref = apps.cg_solve(WORLD, n_local=50, steps=40)
-    ours = apps.cg_solve(swing_mpi.Intracomm(WORLD), n_local=50, steps=40)
-    assert np.allclose(ours["x"], ref["x"], rtol=1e-9, atol=1e-12)
-    assert min(ours["residuals"]) < ours["residuals"][0]  # CG residuals are not monotonic
+    n_local = 4
+    steps = n_local * WORLD.Get_size() + 2  # CG converges in N steps (exact arithmetic)
+    ref = apps.cg_solve(WORLD, n_local=n_local, steps=steps)
+    ours = apps.cg_solve(swing_mpi.Intracomm(WORLD), n_local=n_local, steps=steps)
+    assert np.allclose(ours["x"], ref["x"], rtol=1e-7, atol=1e-9)
+    assert ours["residuals"][-1] < 1e-6 * ours["residuals"][0]
     # the solution is the same on every rank's rows: gather and check A x ≈ b globally
     assert WORLD.allreduce(bool(np.isfinite(ours["x"]).all()), MPI.LAND)
 
