@@ -1,0 +1,216 @@
+"""``swing-mpi model``: Λ, Ψ, Ξ, times and crossovers from the generated schedules.
+
+Examples::
+
+    swing-mpi model                                   # 64x64, 400 Gb/s, α = 1.5 µs, all algorithms
+    swing-mpi model --dims 16x16x16 -a swing-bw,rabenseifner --json
+    swing-mpi model --dims 4x4 --link-mbps 40 --size 4MiB   # the emulated torus lab
+    swing-mpi model --plot goodput.png --figure1 fig1.png
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from typing import List, Optional, Sequence
+
+from ..schedule import ALGORITHMS
+from ..topology import parse_dims
+from .cost import (
+    CONGESTION, DEFAULT_ALPHA, ModelResult, analyze, crossovers, default_sizes, format_size,
+    parse_size, rectangular_penalty,
+)
+from .routing import SYMMETRIES
+
+__all__ = ["add_arguments", "run", "main"]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Add the ``model`` options to ``parser`` (for the main CLI's subcommand)."""
+    parser.add_argument("--dims", default="64x64", help="torus sides, e.g. 64x64 or 16x16x16 (default 64x64)")
+    parser.add_argument("-a", "--algorithm", action="append", default=None, metavar="NAME[,NAME…]",
+                        help="algorithm(s), repeatable or a comma list (default: every registered one: "
+                             + ", ".join(ALGORITHMS) + ")")
+    rate = parser.add_mutually_exclusive_group()
+    rate.add_argument("--link-gbps", type=float, default=None, help="link rate in Gb/s (default 400)")
+    rate.add_argument("--link-mbps", type=float, default=None, help="link rate in Mb/s (labs: 40)")
+    parser.add_argument("--alpha-us", type=float, default=DEFAULT_ALPHA * 1e6,
+                        help="per-step latency α in µs (default 1.5)")
+    parser.add_argument("--size", default=None, help="predict one vector size, e.g. 4MiB, 32B, 1GiB")
+    parser.add_argument("--congestion", choices=CONGESTION, default="routed",
+                        help="busiest-link load: routed (every message routed, default) or distance "
+                             "(the paper's proxy: peer distance)")
+    parser.add_argument("--json", action="store_true", help="one JSON object per algorithm, one per line")
+    parser.add_argument("--plot", metavar="FILE.png", default=None, help="goodput against size (needs matplotlib)")
+    parser.add_argument("--figure1", metavar="FILE.png", default=None,
+                        help="busiest-link load per step, 16-node ring, Swing vs recursive doubling")
+    parser.add_argument("--eq3", action="store_true",
+                        help="also print rectangular tori 64x16, 128x8, 256x4 beside the paper's Eq. 3")
+    parser.add_argument("--symmetry", choices=SYMMETRIES, default="auto",
+                        help="how ranks are covered (auto: symmetric shortcut if verified, else every rank)")
+    return parser
+
+
+def _algorithms(spec: Optional[Sequence[str]]) -> List[str]:
+    if not spec:
+        return list(ALGORITHMS)
+    out: List[str] = []
+    for item in spec:
+        for name in item.split(","):
+            name = name.strip()
+            if name and name not in out:
+                out.append(name)
+    return out
+
+
+def _link_rate(args) -> float:
+    if args.link_mbps is not None:
+        return args.link_mbps * 1e6 / 8
+    return (args.link_gbps if args.link_gbps is not None else 400.0) * 1e9 / 8
+
+
+def _rate_text(bps: float) -> str:
+    bits = bps * 8
+    return f"{bits / 1e9:.4g} Gb/s" if bits >= 1e9 else f"{bits / 1e6:.4g} Mb/s"
+
+
+def _crossover_text(x: Optional[float]) -> str:
+    if x is None:
+        return "never"
+    if x == 0:
+        return "at every size"
+    return f"{format_size(x)} ({x:.4g} B)"
+
+
+def _jsonable(c: dict) -> dict:
+    out = dict(c)
+    out["fastest"] = [{"size": n, "algorithm": a} for n, a in c["fastest"]]
+    out["fastest_ranges"] = [{"from": a, "to": b, "algorithm": n} for a, b, n in c["fastest_ranges"]]
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the ``model`` subcommand; returns the exit status."""
+    try:
+        dims = parse_dims(args.dims)
+        size = parse_size(args.size) if args.size is not None else None
+    except ValueError as e:
+        print(f"swing-mpi model: {e}", file=sys.stderr)
+        return 2
+    rate = _link_rate(args)
+    alpha = args.alpha_us * 1e-6
+    kw = dict(alpha=alpha, link_bytes_per_s=rate, congestion=args.congestion)
+    results: List[ModelResult] = []
+    for name in _algorithms(args.algorithm):
+        if name not in ALGORITHMS:
+            print(f"swing-mpi model: unknown algorithm {name!r}; known: {', '.join(ALGORITHMS)}",
+                  file=sys.stderr)
+            return 2
+        try:
+            results.append(analyze(name, dims, symmetry=args.symmetry))
+        except Exception as e:  # one algorithm that cannot run on these dims does not stop the rest
+            print(f"swing-mpi model: skipping {name} on {'x'.join(map(str, dims))}: {e}", file=sys.stderr)
+    if not results:
+        print("swing-mpi model: no algorithm could be modelled", file=sys.stderr)
+        return 1
+    sizes = default_sizes()
+    cross = crossovers(results, sizes=sizes, **kw)
+    p = math.prod(dims)
+    D = results[0].D
+
+    if args.json:
+        cj = _jsonable(cross)
+        for r in results:
+            obj = r.to_dict()
+            obj.update({"alpha": alpha, "link_bytes_per_s": rate, "congestion": args.congestion,
+                        "peak_goodput_bytes_per_s": D * rate,
+                        "ceiling": r.ceiling(args.congestion)})
+            if size is not None:
+                obj.update({"size": size, "time_s": r.time(size, **kw), "goodput_bytes_per_s": r.goodput(size, **kw)})
+            obj["crossovers"] = cj
+            print(json.dumps(obj))
+    else:
+        print(f"model: {'x'.join(map(str, dims))} torus, p = {p}, D = {D}; links {_rate_text(rate)} "
+              f"(peak allreduce goodput {_rate_text(D * rate)}); α = {args.alpha_us:g} µs; "
+              f"time uses {args.congestion} congestion")
+        head = f"{'algorithm':<18}{'steps':>6}{'Λ':>7}{'Ψ':>8}{'Ξ dist':>8}{'Ξ routed':>9}{'ceiling':>9}"
+        if size is not None:
+            head += f"{'T(' + format_size(size) + ')':>15}{'goodput':>15}"
+        head += "  cover"
+        print(head)
+        for r in results:
+            line = (f"{r.algorithm:<18}{r.K:>6}{r.Lambda:>7.3f}{r.Psi:>8.3f}{r.Xi_distance:>8.3f}"
+                    f"{r.Xi_routed:>9.3f}{100 * r.ceiling(args.congestion):>8.1f}%")
+            if size is not None:
+                t = r.time(size, **kw)
+                line += f"{_time_text(t):>15}{_rate_text(size / t):>15}"
+            line += f"  {r.symmetry} ({r.built} schedules, {r.seconds:.2f} s)"
+            print(line)
+        print()
+        print("fastest: " + "; ".join(
+            f"{format_size(a)}" + (f"–{format_size(b)}" if b != a else "") + f" {n}"
+            for a, b, n in cross["fastest_ranges"]))
+        if cross["swing_bw"]:
+            sb = cross["swing_bw"]
+            print(f"Swing (B): Ξ = {sb['Xi']:.3f}, Ψ = {sb['Psi']:.3f}, ceiling 1/(ΨΞ) = "
+                  f"{100 * sb['ceiling']:.1f}% of peak")
+        if "swing-lat" in {r.algorithm for r in results} and cross["swing_bw"]:
+            print(f"Swing (L) → (B) at {_crossover_text(cross['lat_to_bw'])}")
+        for name, x in cross["passes_swing_bw"].items():
+            print(f"{name} passes Swing (B) at {_crossover_text(x)}")
+        if cross["swing_bw"] and not cross["passes_swing_bw"]:
+            print("bucket / ring: not registered, no crossover to report")
+    if args.eq3:
+        rows = rectangular_penalty()
+        if args.json:
+            for row in rows:
+                print(json.dumps({"eq3": row}))
+        else:
+            print()
+            print("rectangular tori (swing-bw, distance proxy), 1024 nodes; ΨΞ in units of (n/D)β")
+            print(f"{'dims':<8}{'ΨΞ':>8}{'vs ' + str(rows[0].get('square', '')):>10}{'extra':>8}"
+                  f"{'shared ports':>14}{'÷2':>8}{'Eq. 3':>8}")
+            for row in rows:
+                print(f"{row['dims']:<8}{row['PsiXi']:>8.3f}{row.get('Xi_square', float('nan')):>10.3f}"
+                      f"{row.get('extra_vs_square', float('nan')):>8.3f}{row['shared_ports']:>14.3f}"
+                      f"{row['shared_ports'] / 2:>8.3f}{row['eq3']:>8.3f}")
+    try:
+        if args.plot:
+            from .plot import plot_goodput
+            plot_goodput(results, args.plot, sizes=sizes, **kw)
+            print(f"wrote {args.plot}", file=sys.stderr)
+        if args.figure1:
+            from .plot import plot_figure1
+            missing = [a for a in ("rabenseifner", "swing-bw-1port") if a not in ALGORITHMS]
+            if missing:
+                print(f"swing-mpi model: --figure1 needs {', '.join(missing)} (not registered)", file=sys.stderr)
+                return 1
+            plot_figure1(args.figure1)
+            print(f"wrote {args.figure1}", file=sys.stderr)
+    except RuntimeError as e:
+        print(f"swing-mpi model: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _time_text(t: float) -> str:
+    if t >= 1:
+        return f"{t:.3f} s"
+    if t >= 1e-3:
+        return f"{t * 1e3:.3f} ms"
+    return f"{t * 1e6:.2f} µs"
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="swing-mpi model", description=__doc__.split("\n")[0])
+    add_arguments(parser)
+    try:
+        return run(parser.parse_args(argv))
+    except BrokenPipeError:  # e.g. piped into head
+        return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,402 @@
+"""The paper's cost model, computed step by step from our own schedules.
+
+Algorithm:
+    For an algorithm on a torus with ``p`` ranks and ``D`` dimensions (sides
+    of length 1 do not count), :func:`analyze` reads every global step ``k``
+    of the generated schedules (:mod:`.routing`) and keeps, per byte of the
+    vector: ``m_k`` (bytes on the busiest port), the distance-proxy cost and
+    the routed busiest-link load. Then, exactly as the paper's Eq. 1::
+
+        T(n) = K·α + β·Σ_k load_k·n  =  log2(p)·α·Λ + (n/D)·β·Ψ·Ξ
+
+        K  = steps that send anything        Λ = K / log2 p
+        Ψ  = Σ_k m_k / ((n/D)·(p−1)/p)         (1: 2n(p−1)/p bytes spread over all 2D ports)
+        Ξ  = Σ_k load_k / ((n/D)·Ψ)            (load_k = m_k·c_k, or routed)
+
+    With this normalisation bandwidth-optimal Swing on a power-of-two torus
+    has ``Ψ = 1`` and ``Ξ = Σ_s δ(⌊s/D⌋)/2^{s+1}`` exactly (the digest's Eq.,
+    which includes the ``(p−1)/p`` of the last block), and torus-optimized
+    Rabenseifner ``Ψ = 2D``, ``Ξ = Σ_s 2^{⌊s/D⌋}/2^{s+1}``: each reduce-scatter
+    step ``s`` of Swing puts ``n/(2D·2^{s+1})`` bytes on each of the ``2D``
+    ports for ``δ`` hops, the all-gather repeats it, so
+    ``Σ_k m_k·c_k = 2·Σ_s n·δ/(2D·2^{s+1}) = (n/D)·Ξ``.
+
+    ``congestion="distance"`` is the paper's proxy (``c_k`` = peer distance,
+    assumed to be the number of messages on the busiest link);
+    ``congestion="routed"`` routes every message (minimal, dimension-order,
+    ties at ``d/2`` the ``+`` way) and takes the true busiest-link bytes,
+    which is never more for Swing and can be less (Figure 1).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time as _time
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+
+from ..schedule import ALGORITHMS, build_schedule
+from ..schedule.base import Schedule
+from ..topology import Torus, parse_dims
+from .routing import StepLoad, collect_traffic, default_count, step_loads
+
+__all__ = [
+    "ModelResult", "StepCost", "analyze", "analyze_schedules", "predict_time", "predict_goodput",
+    "default_sizes", "parse_size", "format_size", "crossovers", "figure1", "rectangular_penalty",
+    "eq3_penalty", "CONGESTION", "PAPER_TABLE2", "DEFAULT_ALPHA", "DEFAULT_LINK_BYTES_PER_S",
+]
+
+CONGESTION = ("routed", "distance")
+DEFAULT_ALPHA = 1.5e-6
+"""Seconds per step (the value the Trivance paper uses when it reruns Swing's simulator)."""
+DEFAULT_LINK_BYTES_PER_S = 400e9 / 8
+"""400 Gb/s, the paper's simulated links."""
+
+PAPER_TABLE2 = {
+    # Ξ, bandwidth-optimal rows of the paper's Table 2 (large p), by D
+    "swing-bw": {2: 1.19, 3: 1.03, 4: 1.008},
+    "rabenseifner": {2: 1.5, 3: 1.17, 4: 1.07},
+}
+
+
+@dataclass(frozen=True)
+class StepCost:
+    """One global step, loads per byte of the vector (multiply by ``n`` for bytes)."""
+
+    index: int
+    phase: str
+    port: float
+    """``m_k / n``: bytes on the busiest port."""
+    distance: float
+    """Distance-proxy cost ``/ n`` (``m_k·c_k`` for one size and distance per step)."""
+    link: float
+    """Routed busiest-link bytes ``/ n``."""
+    hops: int
+    """``c_k``: longest peer distance."""
+    link_messages: int
+    """Messages on the busiest link (routed)."""
+    messages: int
+    lane_port: float = 0.0
+    """``port`` lane by lane: as if no two lanes shared a port."""
+    lane_distance: float = 0.0
+    """``distance`` lane by lane: as if no two lanes shared a port."""
+
+    def load(self, congestion: str = "routed") -> float:
+        return self.link if congestion == "routed" else self.distance
+
+
+@dataclass(frozen=True)
+class ModelResult:
+    """Λ, Ψ, Ξ and the step-by-step loads of one algorithm on one torus."""
+
+    algorithm: str
+    dims: Tuple[int, ...]
+    steps: Tuple[StepCost, ...]
+    symmetry: str
+    """How the ranks were covered: ``parity``, ``periodic`` or ``full`` (see :mod:`.routing`)."""
+    built: int
+    """Schedules built (out of ``p``)."""
+    count: int
+    seconds: float
+    meta: Dict[str, object] = field(default_factory=dict, compare=False)
+
+    # -- sizes -------------------------------------------------------------
+    @property
+    def p(self) -> int:
+        return math.prod(self.dims)
+
+    @property
+    def D(self) -> int:
+        """Dimensions with a side longer than 1 (at least 1)."""
+        return max(1, sum(1 for d in self.dims if d > 1))
+
+    @property
+    def K(self) -> int:
+        """Steps that send anything (each costs one α)."""
+        return len(self.steps)
+
+    @property
+    def log2p(self) -> float:
+        return math.log2(self.p) if self.p > 1 else 0.0
+
+    # -- the paper's factors ----------------------------------------------
+    @property
+    def Lambda(self) -> float:
+        return self.K / self.log2p if self.p > 1 else 0.0
+
+    @property
+    def port_bytes(self) -> float:
+        """``Σ_k m_k / n``: bytes through the busiest port, summed over steps."""
+        return sum(s.port for s in self.steps)
+
+    @property
+    def Psi(self) -> float:
+        if self.p <= 1:
+            return 0.0
+        return self.port_bytes / ((1.0 / self.D) * (self.p - 1) / self.p)
+
+    def load(self, congestion: str = "routed") -> float:
+        """``Σ_k load_k / n``: the bandwidth term is ``β·n·load``."""
+        _check_congestion(congestion)
+        return sum(s.load(congestion) for s in self.steps)
+
+    def Xi(self, congestion: str = "routed") -> float:
+        if self.Psi == 0:
+            return 0.0
+        return self.load(congestion) / (self.Psi / self.D)
+
+    @property
+    def Xi_distance(self) -> float:
+        return self.Xi("distance")
+
+    @property
+    def Xi_routed(self) -> float:
+        return self.Xi("routed")
+
+    def ceiling(self, congestion: str = "routed") -> float:
+        """Large-vector goodput as a fraction of the peak ``D × link rate``: ``1/(Ψ·Ξ)``."""
+        ld = self.load(congestion)
+        return 1.0 / (self.D * ld) if ld else float("inf")
+
+    # -- time -----------------------------------------------------------------
+    def time(self, nbytes: float, *, alpha: float = DEFAULT_ALPHA,
+             link_bytes_per_s: float = DEFAULT_LINK_BYTES_PER_S, congestion: str = "routed") -> float:
+        """``T(n) = K·α + Σ_k β·load_k·n`` in seconds."""
+        return self.K * alpha + self.load(congestion) * nbytes / link_bytes_per_s
+
+    def goodput(self, nbytes: float, **kw) -> float:
+        """Vector bytes per second, ``n / T(n)``."""
+        t = self.time(nbytes, **kw)
+        return nbytes / t if t > 0 else float("inf")
+
+    def first_steps(self, k: int, congestion: str = "routed") -> float:
+        """Bandwidth cost of the first ``k`` steps in units of ``n·β``."""
+        return sum(s.load(congestion) for s in self.steps[:k])
+
+    def to_dict(self) -> Dict[str, object]:
+        return {
+            "algorithm": self.algorithm,
+            "dims": "x".join(map(str, self.dims)),
+            "p": self.p,
+            "D": self.D,
+            "steps": self.K,
+            "Lambda": self.Lambda,
+            "Psi": self.Psi,
+            "Xi_distance": self.Xi_distance,
+            "Xi_routed": self.Xi_routed,
+            "ceiling_distance": self.ceiling("distance"),
+            "ceiling_routed": self.ceiling("routed"),
+            "symmetry": self.symmetry,
+            "schedules_built": self.built,
+            "model_seconds": round(self.seconds, 3),
+        }
+
+
+def _check_congestion(c: str) -> None:
+    if c not in CONGESTION:
+        raise ValueError(f"congestion must be 'routed' or 'distance', got {c!r}")
+
+
+def analyze_schedules(
+    get_schedule: Callable[[int], Schedule],
+    dims,
+    *,
+    name: str = "custom",
+    count: Optional[int] = None,
+    symmetry: str = "auto",
+    verify: int = 8,
+) -> ModelResult:
+    """:class:`ModelResult` of any schedule family: ``get_schedule(rank)`` built for ``count`` elements.
+
+    ``count`` must be what ``get_schedule`` builds with (default
+    :func:`~.routing.default_count`); loads are divided by it.
+    """
+    torus = Torus(parse_dims(dims))
+    if count is None:
+        count = default_count(torus.dims)
+    t0 = _time.perf_counter()
+    traffic = collect_traffic(get_schedule, torus.dims, count, symmetry=symmetry, verify=verify)
+    loads = step_loads(traffic)
+    steps = tuple(_scale(s, count) for s in loads)
+    return ModelResult(name, torus.dims, steps, traffic.symmetry, traffic.built, count,
+                       _time.perf_counter() - t0, dict(traffic.meta))
+
+
+def _scale(s: StepLoad, count: int) -> StepCost:
+    return StepCost(s.index, s.phase, s.port / count, s.distance / count, s.link / count,
+                    s.hops, s.link_messages, s.messages, s.lane_port / count, s.lane_distance / count)
+
+
+@lru_cache(maxsize=256)
+def _analyze(algorithm: str, dims: Tuple[int, ...], symmetry: str, count: Optional[int]) -> ModelResult:
+    if algorithm not in ALGORITHMS:
+        known = ", ".join(sorted(ALGORITHMS))
+        raise ValueError(f"unknown algorithm {algorithm!r}; known: {known}")
+    c = default_count(dims) if count is None else count
+
+    def get(rank: int) -> Schedule:
+        return build_schedule(algorithm, dims, rank, c)
+
+    return analyze_schedules(get, dims, name=algorithm, count=c, symmetry=symmetry)
+
+
+def analyze(algorithm: str, dims, *, symmetry: str = "auto", count: Optional[int] = None) -> ModelResult:
+    """Λ, Ψ, Ξ (both ways) and step loads of a registered algorithm on ``dims`` (cached)."""
+    return _analyze(algorithm, parse_dims(dims), symmetry, count)
+
+
+def predict_time(algorithm: str, dims, nbytes: float, *, alpha: float = DEFAULT_ALPHA,
+                 link_bytes_per_s: float = DEFAULT_LINK_BYTES_PER_S, congestion: str = "routed") -> float:
+    """Model time in seconds of one allreduce of ``nbytes`` (what benchmarks draw as the model line)."""
+    return analyze(algorithm, dims).time(nbytes, alpha=alpha, link_bytes_per_s=link_bytes_per_s,
+                                         congestion=congestion)
+
+
+def predict_goodput(algorithm: str, dims, nbytes: float, **kw) -> float:
+    """Model goodput ``n / T(n)`` in bytes per second."""
+    return nbytes / predict_time(algorithm, dims, nbytes, **kw)
+
+
+# -- sizes ---------------------------------------------------------------------
+
+_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 10**6, "mb": 10**6, "mib": 1024**2,
+          "g": 10**9, "gb": 10**9, "gib": 1024**3, "t": 10**12, "tb": 10**12, "tib": 1024**4}
+
+
+def parse_size(text) -> int:
+    """``"4MiB"``, ``"4M"`` (decimal), ``"32B"``, ``"1e6"`` or ``4194304`` → bytes."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        return int(text)
+    m = re.fullmatch(r"\s*([0-9.eE+]+)\s*([A-Za-z]*)\s*", str(text))
+    if not m or m.group(2).lower() not in _UNITS:
+        raise ValueError(f"cannot parse size {text!r}: expected e.g. 4MiB, 32B, 1GiB or a number of bytes")
+    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+
+
+def format_size(n: float) -> str:
+    for unit, f in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if n >= f:
+            v = n / f
+            return f"{v:.0f} {unit}" if abs(v - round(v)) < 1e-9 else f"{v:.3g} {unit}"
+    return f"{n:.0f} B"
+
+
+def default_sizes() -> List[int]:
+    """32 B … 2 GiB, powers of two (the paper's range)."""
+    return [1 << e for e in range(5, 32)]
+
+
+# -- crossovers (the digest's Panel 1) ---------------------------------------------
+
+
+def _cross(a: ModelResult, b: ModelResult, alpha: float, rate: float, congestion: str) -> Optional[float]:
+    """Size from which ``b`` is faster than ``a`` (when ``b`` has more steps and fewer bytes)."""
+    ka, kb = a.K * alpha, b.K * alpha
+    la, lb = a.load(congestion) / rate, b.load(congestion) / rate
+    if la <= lb:
+        return None if kb >= ka else 0.0
+    return max(0.0, (kb - ka) / (la - lb))
+
+
+def crossovers(results: Sequence[ModelResult], *, alpha: float = DEFAULT_ALPHA,
+               link_bytes_per_s: float = DEFAULT_LINK_BYTES_PER_S, congestion: str = "routed",
+               sizes: Optional[Sequence[int]] = None) -> Dict[str, object]:
+    """What the digest's Panel 1 reports, for the algorithms given.
+
+    ``fastest``: ``[(size, algorithm), …]`` over ``sizes``; ``fastest_ranges``:
+    the same as runs ``(from, to, algorithm)``; ``swing_bw``: Ξ and ceiling;
+    ``lat_to_bw``: size where swing-lat hands over to swing-bw (exact, bytes);
+    ``passes_swing_bw``: per bucket/ring, the size from which it beats swing-bw.
+    Keys are ``None`` where an algorithm is missing.
+    """
+    sizes = list(sizes) if sizes is not None else default_sizes()
+    kw = dict(alpha=alpha, link_bytes_per_s=link_bytes_per_s, congestion=congestion)
+    by = {r.algorithm: r for r in results}
+    fastest = []
+    for n in sizes:
+        best = min(results, key=lambda r: r.time(n, **kw))
+        fastest.append((n, best.algorithm))
+    ranges: List[Tuple[int, int, str]] = []
+    for n, a in fastest:
+        if ranges and ranges[-1][2] == a:
+            ranges[-1] = (ranges[-1][0], n, a)
+        else:
+            ranges.append((n, n, a))
+    out: Dict[str, object] = {"congestion": congestion, "alpha": alpha, "link_bytes_per_s": link_bytes_per_s,
+                              "fastest": fastest, "fastest_ranges": ranges}
+    bw = by.get("swing-bw")
+    out["swing_bw"] = None if bw is None else {
+        "Xi": bw.Xi(congestion), "Psi": bw.Psi, "ceiling": bw.ceiling(congestion)}
+    lat = by.get("swing-lat")
+    out["lat_to_bw"] = _cross(lat, bw, alpha, link_bytes_per_s, congestion) if lat and bw else None
+    passes: Dict[str, Optional[float]] = {}
+    if bw is not None:
+        for name in ("bucket", "ring"):
+            if name in by:
+                passes[name] = _cross(bw, by[name], alpha, link_bytes_per_s, congestion)
+    out["passes_swing_bw"] = passes
+    return out
+
+
+# -- the digest's worked examples ----------------------------------------------------
+
+
+def figure1(ring: int = 16, steps: int = 3,
+            algorithms: Sequence[str] = ("rabenseifner", "swing-bw-1port"),
+            congestion: str = "routed") -> Dict[str, Dict[str, object]]:
+    """Figure 1: first ``steps`` reduce-scatter steps on a ``ring``-node ring, in units of ``nβ``.
+
+    Per algorithm: ``link_messages`` (messages on the busiest link per step),
+    ``loads`` (busiest-link bytes / n per step) and ``total`` (their sum).
+    """
+    out = {}
+    for alg in algorithms:
+        r = analyze(alg, (ring,))
+        st = r.steps[:steps]
+        out[alg] = {"link_messages": [s.link_messages for s in st],
+                    "loads": [s.load(congestion) for s in st],
+                    "total": sum(s.load(congestion) for s in st)}
+    return out
+
+
+def eq3_penalty(dims: Sequence[int]) -> float:
+    """The paper's Eq. 3 approximation ``log2(dmax/dmin) / (6·dmin^(D−1))`` (for comparison only)."""
+    d = [x for x in dims if x > 1]
+    return math.log2(max(d) / min(d)) / (6 * min(d) ** (len(d) - 1))
+
+
+def rectangular_penalty(shapes: Iterable[Sequence[int]] = ((64, 16), (128, 8), (256, 4)),
+                        algorithm: str = "swing-bw", congestion: str = "distance") -> List[Dict[str, object]]:
+    """What our schedules give for rectangular tori, beside the paper's Eq. 3.
+
+    Per shape: ``Xi`` and ``Psi`` of the rectangle; ``PsiXi`` their product (the
+    bandwidth term in units of ``(n/D)·β``); ``shared_ports``: the part of
+    ``PsiXi`` that comes from lanes sharing a port once the short dimensions
+    are exhausted (the distance proxy with and without summing lanes per
+    port), the effect Eq. 3 approximates; ``extra_vs_square``: ``PsiXi`` minus
+    that of the square torus with the same ``p`` (also counts the longer
+    in-dimension distances of the long side); ``eq3``: the paper's Eq. 3.
+    """
+    rows = []
+    for dims in shapes:
+        dims = tuple(dims)
+        p = math.prod(dims)
+        D = len(dims)
+        side = round(p ** (1 / D))
+        square = (side,) * D if side ** D == p else None
+        r = analyze(algorithm, dims)
+        unshared = sum(s.lane_distance for s in r.steps)
+        row: Dict[str, object] = {
+            "dims": "x".join(map(str, dims)), "Xi": r.Xi(congestion), "Psi": r.Psi,
+            "PsiXi": r.Psi * r.Xi(congestion),
+            "shared_ports": (r.load("distance") - unshared) * r.D,
+            "eq3": eq3_penalty(dims)}
+        if square:
+            sq = analyze(algorithm, square)
+            row["square"] = "x".join(map(str, square))
+            row["Xi_square"] = sq.Xi(congestion)
+            row["extra_vs_square"] = r.Psi * r.Xi(congestion) - sq.Psi * sq.Xi(congestion)
+        rows.append(row)
+    return rows
