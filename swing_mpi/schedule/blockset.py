@@ -25,15 +25,15 @@ __all__ = ["BlockSets", "rs_ag_lane", "bits"]
 
 
 def bits(mask: int) -> List[int]:
-    """Indices of the set bits of ``mask``, ascending."""
-    out = []
-    i = 0
-    while mask:
-        low = mask & -mask
-        i = low.bit_length() - 1
-        out.append(i)
-        mask ^= low
-    return out
+    """Indices of the set bits of ``mask``, ascending (linear in the mask's length)."""
+    if mask < 0:
+        raise ValueError("negative mask")
+    digits = bin(mask)[:1:-1]  # least significant bit first
+    return [i for i, c in enumerate(digits) if c == "1"]
+
+
+class _NotLaminar(Exception):
+    pass
 
 
 class BlockSets:
@@ -49,6 +49,7 @@ class BlockSets:
                     raise ValueError(f"peer table is not an involution at step {s}: {x}->{q}->{row[q]}")
         self._reach: dict[Tuple[int, int], int] = {}
         self._send: dict[int, Tuple[int, ...]] = {}
+        self._order: "List[int] | None | bool" = False
 
     def reach(self, x: int, t: int) -> int:
         """``R(x, t)`` as a bitmask."""
@@ -79,12 +80,78 @@ class BlockSets:
             self._send[r] = got
         return got
 
+    def block_order(self) -> "List[int] | None":
+        """A block order in which every send set is one contiguous run, or ``None``.
+
+        ``H(r, s)``, the blocks ``r`` is still responsible for after step ``s``,
+        shrinks from all blocks to ``{r}``. When these sets form a binary
+        laminar family (every group of one level splits into exactly two
+        groups of the next, and every send set is one of those groups), a
+        depth-first order of that tree makes every send set, and so every
+        message and every reduction, a single slice. That holds for Swing on
+        power-of-two sides and for the XOR schedules (it is the negabinary
+        bit-reversal remap of the authors' later work, found here from the
+        schedule itself); it fails for other sides, which keep block order.
+        """
+        if self._order is not False:
+            return self._order  # type: ignore[return-value]
+        self._order = None
+        n, L = self.n, self.L
+        full = (1 << n) - 1
+        H = []  # H[s][r]
+        cur = [full] * n
+        for s in range(L):
+            nxt = []
+            for r in range(n):
+                sent = self.send_sets(r)[s]
+                if sent | (cur[r] & ~sent) != cur[r] or cur[r] & sent != sent:
+                    return None
+                nxt.append(cur[r] & ~sent)
+            # every send set must be a group of this level, groups partition the blocks
+            groups = set(nxt)
+            if sum(bin(g).count("1") for g in groups) != n:
+                return None
+            for r in range(n):
+                if self.send_sets(r)[s] not in groups and self.send_sets(r)[s]:
+                    return None
+            H.append(nxt)
+            cur = nxt
+        if any(H[-1][r] != 1 << r for r in range(n)) if L else n != 1:
+            return None
+        order: List[int] = []
+
+        def dfs(mask: int, s: int) -> None:
+            if s == L:
+                order.extend(bits(mask))
+                return
+            low = (mask & -mask).bit_length() - 1
+            first = H[s][low]
+            rest = mask & ~first
+            dfs(first, s + 1)
+            if rest:
+                low2 = (rest & -rest).bit_length() - 1
+                if H[s][low2] != rest:
+                    raise _NotLaminar
+                dfs(rest, s + 1)
+
+        try:
+            dfs(full, 0)
+        except _NotLaminar:
+            return None
+        self._order = order
+        return order
+
     def covers_all(self, r: int) -> bool:
         """Whether ``r`` reaches every other rank (the schedule is complete)."""
         total = 0
         for m in self.send_sets(r):
             total |= m
         return total == ((1 << self.n) - 1) & ~(1 << r)
+
+
+REMAP_MAX = 1024
+"""Largest group for which the contiguous block order is searched (it needs every
+rank's block sets; beyond this, schedules keep block order: same bytes, more slices)."""
 
 
 @lru_cache(maxsize=256)
@@ -97,7 +164,7 @@ def blocksets(peers: Sequence[Sequence[int]]) -> BlockSets:
 
 
 def _block_ranges(mask: int, blocks: Sequence[Range]) -> Tuple[Range, ...]:
-    return merge_ranges([blocks[b] for b in bits(mask)])
+    return merge_ranges(sorted(blocks[b] for b in bits(mask)))
 
 
 def rs_ag_lane(
@@ -118,6 +185,12 @@ def rs_ag_lane(
     bs = blocksets(peers)
     if not bs.covers_all(vr):
         raise ValueError("peer sequence does not reach every rank: no reduce-scatter schedule")
+    order = bs.block_order() if bs.n <= REMAP_MAX else None
+    if order is not None:  # block b lives at position pos[b]: every message is one slice
+        pos = [0] * bs.n
+        for i, b in enumerate(order):
+            pos[b] = i
+        blocks = [blocks[pos[b]] for b in range(bs.n)]
     mine = bs.send_sets(vr)
     rs: List[Step] = []
     ag: List[Step] = []

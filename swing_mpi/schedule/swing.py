@@ -119,57 +119,49 @@ def build_swing_bw(rank: int, dims: Tuple[int, ...], count: int, *, ports: int =
     p = torus.size
     meta: dict = {}
     if p == 1:
-        return Schedule(algorithm, rank, p, count, dims, (), (), meta)
+        return Schedule(algorithm, rank, p, count, tuple(dims), (), (), meta)
+
+    def port_of(s: int, q: int) -> "int | None":  # ports always on the real torus
+        return torus.port_towards(rank, q)
+
+    run_dims = tuple(dims)
     if any(d % 2 for d in dims if d > 1) and len([d for d in dims if d > 1]) > 1:
         meta["fallback"] = f"torus {torus} has an odd side: Swing runs on the ring of {p} ranks in rank order"
-        dims = (p,)
-        torus = Torus(dims)
-    lanes = _lanes(tuple(dims), ports)
+        run_dims = (p,)
+    lanes = _lanes(run_dims, ports)
     parts = split(count, len(lanes))
-    odd = p % 2 == 1
     out_lanes, names = [], []
     for (name, start, sign), part in zip(lanes, parts):
-        if odd:
-            steps = _odd_ring_lane(rank, p, part, sign)
+        if p % 2:
+            steps = _odd_ring_lane(rank, p, part, sign, port_of)
         else:
-            peers = _peer_table(tuple(dims), start, sign)
-            blocks = split_range(part, p)
-
-            def port_of(s: int, q: int) -> "int | None":
-                return torus.port_towards(rank, q)
-
-            rs, ag = rs_ag_lane(rank, peers, blocks, port_of=port_of)
+            rs, ag = rs_ag_lane(rank, _peer_table(run_dims, start, sign), split_range(part, p),
+                                port_of=port_of)
             steps = rs + ag
         out_lanes.append(tuple(steps))
         names.append(name)
     return Schedule(algorithm, rank, p, count, tuple(dims), tuple(out_lanes), tuple(names), meta)
 
 
-def _odd_ring_lane(rank: int, p: int, part: Tuple[int, int], sign: int) -> List[Step]:
+def _odd_ring_lane(rank: int, p: int, part: Tuple[int, int], sign: int, port_of) -> List[Step]:
     """One lane on an odd ring: Swing on ``0 … p−2``, extra rank ``p−1`` direct."""
     e = p - 1
     g = p - 1  # size of the Swing group (even)
     blocks = split_range(part, p)
-    ring = Torus((p,))
     L = math.ceil(math.log2(g))
     # which step each b in G trades with e (spread evenly over the L steps)
     group = [b * L // g for b in range(g)]
     if rank == e:
-        rs = [[] for _ in range(L)]
-        ag = [[] for _ in range(L)]
+        rs: List[List[Transfer]] = [[] for _ in range(L)]
+        ag: List[List[Transfer]] = [[] for _ in range(L)]
         for b in range(g):
-            port = ring.port_towards(e, b)
+            port = port_of(0, b)
             rs[group[b]].append(Transfer(b, (blocks[b],), (blocks[e],), REDUCE, False, port))
             ag[group[b]].append(Transfer(b, (blocks[e],), (blocks[b],), COPY, False, port))
         return ([Step(tuple(x), "reduce-scatter") for x in rs]
                 + [Step(tuple(x), "all-gather") for x in reversed(ag)])
-    peers = _peer_table((g,), 0, sign)
-
-    def port_of(s: int, q: int) -> "int | None":
-        return ring.port_towards(rank, q)
-
-    rs_steps, ag_steps = rs_ag_lane(rank, peers, blocks[:g], port_of=port_of)
-    port = ring.port_towards(rank, e)
+    rs_steps, ag_steps = rs_ag_lane(rank, _peer_table((g,), 0, sign), blocks[:g], port_of=port_of)
+    port = port_of(0, e)
     s = group[rank]
     rs_steps[s] = Step(rs_steps[s].transfers + (Transfer(e, (blocks[e],), (blocks[rank],), REDUCE, False, port),),
                        "reduce-scatter")
