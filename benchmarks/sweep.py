@@ -1,0 +1,337 @@
+#!/usr/bin/env python3
+"""Sweep driver (NOT run under mpiexec): our algorithms and MPICH's, one result set.
+
+MPICH reads ``MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM`` once, at ``MPI_Init``, so
+each forced MPICH algorithm needs its own launch. This script runs
+
+1. ``swing-mpi bench`` with our algorithms and ``native`` (MPICH's default
+   selection), then
+2. ``native`` alone once per ``--mpich-algorithms`` entry other than
+   ``default``, with the variable set, its rows labelled ``mpich-<alg>``,
+
+each as its own ``mpiexec`` (inside the emulated torus with ``--lab``: every
+rank in its own network namespace, TCP over rate-limited links; needs root),
+then merges the runs into ``results.csv``/``results.json`` (``vs_native`` of
+every row against run 1's native median at the same size), prints and saves
+the merged table (``table.txt``), draws ``goodput.png`` (model dashed when
+known) and writes the exact commands to ``commands.txt``.
+
+Example (the lab sweep the benchmark exists for)::
+
+    python benchmarks/sweep.py --np 16 --dims 4x4 --sizes 1K:16M \\
+        --mpich-algorithms default,ring,reduce_scatter_allgather,recursive_doubling \\
+        --lab --rate-mbit 40 --out benchmarks/results/lab4x4
+
+Arguments after ``--`` go to every ``swing-mpi bench`` launch unchanged.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from typing import Dict, List, Optional, Sequence, Tuple
+
+try:
+    import swing_mpi  # noqa: F401
+except ImportError:
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from swing_mpi.bench import (
+    FIELDS, add_model_times, add_vs_native, format_table, parse_algorithms, parse_sizes, plot_results,
+    read_results, write_csv, write_json,
+)
+from swing_mpi.topology import parse_dims
+
+MPICH_VAR = "MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM"
+MPICH_ALGORITHMS = ("recursive_doubling", "reduce_scatter_allgather", "ring", "recexch",
+                    "k_reduce_scatter_allgather", "tree", "nb", "smp")
+
+
+def _say(msg: str) -> None:
+    print(f"sweep: {msg}", file=sys.stderr, flush=True)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="benchmarks/sweep.py", description=__doc__.splitlines()[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__[__doc__.index("MPICH reads"):])
+    ap.add_argument("--np", "-n", type=int, default=None, help="ranks (default: the product of --dims, else 4)")
+    ap.add_argument("--dims", default=None, help="torus dims, e.g. 4x4 (the lab's shape too; default: a ring of --np)")
+    ap.add_argument("--sizes", default="1K:1M", help="bench --sizes (default 1K:1M)")
+    ap.add_argument("--algorithms", default=None,
+                    help="our algorithms for run 1 (bench --algorithms; default: every registered one); native is always added")
+    ap.add_argument("--mpich-algorithms", default="default",
+                    help="comma list of MPICH algorithms for extra native runs (default: only 'default', "
+                    f"i.e. run 1's native); known: default, {', '.join(MPICH_ALGORITHMS)}")
+    ap.add_argument("--out", required=True, help="directory for the results")
+    ap.add_argument("--dtype", default="float64")
+    ap.add_argument("--op", default="sum")
+    ap.add_argument("--iters", type=int, default=None)
+    ap.add_argument("--warmup", type=int, default=None)
+    ap.add_argument("--max-time", type=float, default=None, help="bench --max-time (seconds per point)")
+    ap.add_argument("--max-bytes", default=None, help="bench --max-bytes")
+    place = ap.add_mutually_exclusive_group()
+    place.add_argument("--inplace", action="store_true")
+    place.add_argument("--both", action="store_true")
+    ap.add_argument("--timeout", type=float, default=1800, help="MPIEXEC_TIMEOUT of each launch in seconds (default 1800)")
+    ap.add_argument("--lab", action="store_true", help="run inside an emulated torus of --dims (needs root)")
+    ap.add_argument("--rate-mbit", type=float, default=None, help="lab link rate per direction, Mbit/s (default: the lab's, 40)")
+    ap.add_argument("--mtu", type=int, default=None, help="lab MTU (default: the lab's, 65000)")
+    ap.add_argument("--lab-check", action="store_true", help="check the lab's routes and rates before the runs")
+    ap.add_argument("--model-link-mbps", type=float, default=None, metavar="R",
+                    help="model lines at R Mbit/s per link (default with --lab: --rate-mbit)")
+    ap.add_argument("--model-alpha-us", type=float, default=None, metavar="A", help="model latency per step, us (default 0)")
+    ap.add_argument("--bw-unit", choices=("GB", "MB"), default=None, help="table unit (default MB with --lab, else GB)")
+    ap.add_argument("--python", default=sys.executable, help="interpreter of the ranks (default: this one)")
+    ap.add_argument("--dry-run", action="store_true", help="write commands.txt and print the commands, run nothing")
+    ap.add_argument("bench_args", nargs=argparse.REMAINDER, help="after --: extra options for every bench launch")
+    return ap
+
+
+# -- commands ------------------------------------------------------------------------------
+
+class Launch:
+    """One mpiexec launch of the benchmark."""
+
+    def __init__(self, name: str, bench_argv: List[str], env: Dict[str, str], label: str) -> None:
+        self.name = name
+        self.bench_argv = bench_argv
+        self.env = env
+        self.label = label
+        self.json = ""
+        self.csv = ""
+        self.log = ""
+
+
+def plan_launches(args: argparse.Namespace, out: str) -> Tuple[List[Launch], int, Optional[Tuple[int, ...]]]:
+    """The launches of a sweep (pure: no MPI, no processes)."""
+    dims = parse_dims(args.dims) if args.dims else None
+    np_ = args.np if args.np else (math.prod(dims) if dims else 4)
+    if dims is not None and math.prod(dims) != np_:
+        raise ValueError(f"--dims {args.dims} holds {math.prod(dims)} ranks, --np is {np_}")
+    parse_sizes(args.sizes)  # fail early
+    ours = parse_algorithms(args.algorithms)
+    if "native" not in ours:
+        ours = ["native"] + ours
+    mpich = [a.strip() for a in args.mpich_algorithms.split(",") if a.strip()]
+    for a in mpich:
+        if a != "default" and a not in MPICH_ALGORITHMS:
+            raise ValueError(f"unknown MPICH algorithm {a!r}; known: default, {', '.join(MPICH_ALGORITHMS)}")
+    extra = list(args.bench_args or [])
+    if extra and extra[0] == "--":
+        extra = extra[1:]
+    common = ["--sizes", args.sizes, "--dtype", args.dtype, "--op", args.op]
+    if args.dims:
+        common += ["--dims", args.dims]
+    for opt, val in (("--iters", args.iters), ("--warmup", args.warmup), ("--max-time", args.max_time),
+                     ("--max-bytes", args.max_bytes)):
+        if val is not None:
+            common += [opt, str(val)]
+    if args.both:
+        common.append("--both")
+    elif args.inplace:
+        common.append("--inplace")
+    common += ["--bw-unit", args.bw_unit or ("MB" if args.lab else "GB")]
+    launches = [Launch("main", common + ["--algorithms", ",".join(ours)], {}, "native")]
+    for a in mpich:
+        if a == "default":
+            continue
+        launches.append(Launch(f"mpich-{a}", common + ["--algorithms", "native", "--label", f"mpich-{a}"],
+                               {MPICH_VAR: a}, f"mpich-{a}"))
+    for L in launches:
+        L.json = os.path.join(out, f"run-{L.name}.json")
+        L.csv = os.path.join(out, f"run-{L.name}.csv")
+        L.log = os.path.join(out, f"run-{L.name}.txt")
+        L.bench_argv = L.bench_argv + ["--json", L.json, "--csv", L.csv] + extra
+    return launches, np_, dims
+
+
+def bench_command(python: str, bench_argv: Sequence[str]) -> List[str]:
+    """The rank program: ``python -m mpi4py -m swing_mpi bench ...`` (an exception aborts all ranks)."""
+    return [python, "-m", "mpi4py", "-m", "swing_mpi", "bench", *bench_argv]
+
+
+def shm_argv(mpiexec: str, np_: int, cmd: Sequence[str]) -> List[str]:
+    return [mpiexec, "-n", str(np_), *cmd]
+
+
+def shown_env(env: Dict[str, str]) -> str:
+    return " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+
+
+# -- running -----------------------------------------------------------------------------------
+
+def _run_tee(argv: Sequence[str], env: Dict[str, str], log_path: str, timeout: float) -> int:
+    """Run ``argv`` in its own process group; stdout goes to our stdout and ``log_path``."""
+    full_env = dict(os.environ)
+    full_env.update(env)
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(list(argv), env=full_env, stdout=subprocess.PIPE, text=True, bufsize=1,
+                                start_new_session=True)
+        deadline = time.monotonic() + timeout + 60
+        try:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                sys.stdout.write(line)
+                sys.stdout.flush()
+                log.write(line)
+                if time.monotonic() > deadline:
+                    raise subprocess.TimeoutExpired(list(argv), timeout)
+            return proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+        except BaseException:
+            _kill_group(proc)
+            raise
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            return
+        try:
+            proc.wait(timeout=5)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def merge(launches: Sequence[Launch]) -> Tuple[Dict[str, object], List[Dict[str, object]]]:
+    """Rows of all launches; ``vs_native`` against the first launch's native rows."""
+    envs: Dict[str, object] = {}
+    rows: List[Dict[str, object]] = []
+    reference = None
+    for L in launches:
+        if not os.path.exists(L.json):
+            _say(f"{L.name}: no {L.json}, left out")
+            continue
+        env, rs = read_results(L.json)
+        envs[L.name] = env
+        if reference is None:
+            reference = [r for r in rs if r["algorithm"] == "native"]
+        rows.extend(rs)
+    add_vs_native(rows, reference)
+    rows.sort(key=lambda r: (int(r["size"]), r["place"]))  # size-major, launch order within a size (stable)
+    return envs, rows
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
+    out = args.out
+    try:
+        launches, np_, dims = plan_launches(args, out)
+    except ValueError as e:
+        print(f"sweep: {e}", file=sys.stderr)
+        return 2
+    os.makedirs(out, exist_ok=True)
+    from swing_mpi.lab.netns import find_mpiexec
+
+    mpiexec = find_mpiexec()
+    sweep_cmd = shlex.join([sys.executable, *sys.argv]) if argv is None else shlex.join(["benchmarks/sweep.py", *argv])
+    lines = [f"# sweep: {sweep_cmd}", f"# cwd: {os.getcwd()}"]
+    if args.lab:
+        from swing_mpi.lab.plan import DEFAULT_MTU, DEFAULT_RATE_MBIT
+
+        rate = args.rate_mbit if args.rate_mbit is not None else DEFAULT_RATE_MBIT
+        mtu = args.mtu if args.mtu is not None else DEFAULT_MTU
+        lab_dims = args.dims or str(np_)
+        lines.append(f"# each launch ran inside one emulated {lab_dims} torus lab ({rate:g} Mbit/s per link "
+                     f"direction, MTU {mtu}) built once for the sweep; equivalent stand-alone commands:")
+        for L in launches:
+            envs = " ".join(f"-e {k}={shlex.quote(v)}" for k, v in L.env.items())
+            lines.append(f"{shlex.quote(sys.executable)} -m swing_mpi lab --dims {lab_dims} --rate-mbit {rate:g} "
+                         f"--mtu {mtu} --timeout {args.timeout:g} -n {np_} {envs + ' ' if envs else ''}-- "
+                         + shlex.join(bench_command("python", L.bench_argv)))
+    else:
+        rate, mtu, lab_dims = None, None, None
+        lines.append("# shared memory, plain mpiexec:")
+        for L in launches:
+            env = {"MPIEXEC_TIMEOUT": str(int(args.timeout)), **L.env}
+            lines.append(f"{shown_env(env)} " + shlex.join(shm_argv(mpiexec, np_, bench_command(args.python, L.bench_argv))))
+    with open(os.path.join(out, "commands.txt"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    if args.dry_run:
+        print("\n".join(lines))
+        return 0
+
+    t0 = time.perf_counter()
+    codes: Dict[str, int] = {}
+    if args.lab:
+        from swing_mpi.lab.netns import Lab, LabError, LabUnavailable
+
+        try:
+            with Lab(lab_dims, rate_mbit=rate, mtu=mtu, log=_say) as lab:
+                if args.lab_check:
+                    res = lab.check(print_table=False)
+                    _say("\n" + res.table())
+                    with open(os.path.join(out, "lab-check.json"), "w") as f:
+                        json.dump(res.as_dict(), f, indent=1)
+                    if not res.ok:
+                        _say("lab check FAILED")
+                        return 1
+                for L in launches:
+                    argv_ = lab.mpiexec_argv(np_, bench_command(args.python, L.bench_argv), env=L.env,
+                                             timeout=args.timeout)
+                    _say(f"{L.name}: {shlex.join(bench_command('python', L.bench_argv))}"
+                         + (f"  [{shown_env(L.env)}]" if L.env else ""))
+                    codes[L.name] = _run_tee(argv_, {}, L.log, args.timeout)
+                    _say(f"{L.name}: exit {codes[L.name]} after {time.perf_counter() - t0:.1f} s")
+        except LabUnavailable as e:
+            _say(f"no lab here: {e}")
+            return 2
+        except LabError as e:
+            _say(f"lab failed: {e}")
+            return 1
+    else:
+        for L in launches:
+            env = {"MPIEXEC_TIMEOUT": str(int(args.timeout)), **L.env}
+            argv_ = shm_argv(mpiexec, np_, bench_command(args.python, L.bench_argv))
+            _say(f"{L.name}: {shown_env(env)} {shlex.join(argv_)}")
+            codes[L.name] = _run_tee(argv_, env, L.log, args.timeout)
+            _say(f"{L.name}: exit {codes[L.name]} after {time.perf_counter() - t0:.1f} s")
+
+    envs, rows = merge(launches)
+    if not rows:
+        _say("no results")
+        return 1
+    model_rate = args.model_link_mbps if args.model_link_mbps is not None else (rate if args.lab else None)
+    model = None
+    if model_rate:
+        model = {"link_bytes_per_s": model_rate * 1e6 / 8, "alpha": (args.model_alpha_us or 0.0) * 1e-6,
+                 "congestion": "routed"}
+        add_model_times(rows, warn=_say, **model)
+    sweep = {"command": sweep_cmd, "np": np_, "dims": args.dims, "lab": bool(args.lab), "rate_mbit": rate,
+             "mtu": mtu, "mpich_algorithms": args.mpich_algorithms, "model": model, "exit_codes": codes,
+             "seconds": round(time.perf_counter() - t0, 1)}
+    write_csv(rows, os.path.join(out, "results.csv"), FIELDS)
+    write_json(os.path.join(out, "results.json"), {"sweep": sweep, "runs": envs}, rows)
+    unit = args.bw_unit or ("MB" if args.lab else "GB")
+    table = format_table(rows, unit)
+    with open(os.path.join(out, "table.txt"), "w") as f:
+        f.write(f"# {sweep_cmd}\n# vs_native: median / run 1's native median at the same size\n{table}\n")
+    print("\n# merged (vs_native against run 1's native)\n" + table)
+    first = next(iter(envs.values()), {})
+    where = f"lab {lab_dims} at {rate:g} Mbit/s" if args.lab else "shared memory"
+    title = (f"allreduce {args.dtype} {args.op}, p={np_}, dims {first.get('dims', args.dims)}, {where}"
+             f" — {first.get('mpi_library', '')}")
+    try:
+        plot_results(rows, os.path.join(out, "goodput.png"), title=title)
+    except ImportError as e:
+        _say(f"no plot: {e}")
+    wrong = sum(max(0, int(r.get("wrong") or 0)) for r in rows)
+    _say(f"wrote {out}/results.csv, results.json, table.txt, goodput.png, commands.txt "
+         f"({len(rows)} rows, #wrong {wrong}, {time.perf_counter() - t0:.1f} s)")
+    bad = {k: v for k, v in codes.items() if v}
+    if bad:
+        _say(f"launches that failed: {bad}")
+    return 1 if (bad or wrong) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,321 @@
+"""The benchmark's parsing, iteration counts, table and files, without MPI."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from swing_mpi import bench
+from swing_mpi.bench import (
+    Config, add_vs_native, format_header, format_row, format_table, iterations_for, model_algorithm,
+    parse_algorithms, parse_size, parse_sizes, read_results, write_csv, write_json,
+)
+from swing_mpi.schedule import ALGORITHMS
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _parse(*argv: str) -> argparse.Namespace:
+    return bench.build_parser().parse_args(list(argv))
+
+
+# -- sizes -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text, n", [
+    ("8", 8), ("0", 0), ("64K", 65536), ("64k", 65536), ("16M", 16 << 20), ("1G", 1 << 30),
+    ("4KiB", 4096), ("1MB", 1 << 20), ("32B", 32), (" 2K ", 2048),
+])
+def test_parse_size(text, n):
+    assert parse_size(text) == n
+
+
+@pytest.mark.parametrize("bad", ["", "K", "1.5K", "-8", "8X", "1e3"])
+def test_parse_size_rejects(bad):
+    with pytest.raises(ValueError):
+        parse_size(bad)
+
+
+def test_parse_sizes_ranges_and_lists():
+    assert parse_sizes("8:64") == [8, 16, 32, 64]
+    assert parse_sizes("8:16M")[-1] == 16 << 20 and len(parse_sizes("8:16M")) == 22
+    assert parse_sizes("1K:1M:4") == [1024, 4096, 16384, 65536, 262144, 1 << 20]
+    assert parse_sizes("8,64K,1M,16M") == [8, 65536, 1 << 20, 16 << 20]
+    assert parse_sizes("1M,8,8") == [8, 1 << 20]  # sorted, no duplicates
+    assert parse_sizes("8,1K:4K") == [8, 1024, 2048, 4096]
+    # ends that are not powers of two are kept; powers of two between
+    assert parse_sizes("10:100") == [10, 16, 32, 64, 100]
+    assert parse_sizes("5:5") == [5]
+
+
+@pytest.mark.parametrize("bad", ["", "64:8", "8:64:1", "1:2:3:4", "0:8", "a:b"])
+def test_parse_sizes_rejects(bad):
+    with pytest.raises(ValueError):
+        parse_sizes(bad)
+
+
+def test_format_size():
+    assert bench.format_size(8) == "8 B"
+    assert bench.format_size(65536) == "64 KiB"
+    assert bench.format_size(16 << 20) == "16 MiB"
+    assert bench.format_size(1536) == "1.5 KiB"
+
+
+# -- algorithms -------------------------------------------------------------------------------
+
+def test_default_algorithms_are_native_plus_the_registry():
+    algs = parse_algorithms(None)
+    assert algs[0] == "native"
+    assert algs[1:] == [a for a in ALGORITHMS]  # read at run time, in registry order
+    assert "auto" not in algs
+    assert parse_algorithms("all") == algs
+
+
+def test_algorithm_lists():
+    assert parse_algorithms("swing-bw,native,auto") == ["swing-bw", "native", "auto"]
+    assert parse_algorithms("auto,all")[:2] == ["auto", "native"]
+    assert parse_algorithms("swing-bw, swing-bw") == ["swing-bw"]
+    assert parse_algorithms("x,native", known=("x",)) == ["x", "native"]
+    with pytest.raises(ValueError, match="unknown algorithm 'nope'"):
+        parse_algorithms("swing-bw,nope")
+    with pytest.raises(ValueError):
+        parse_algorithms(",")
+
+
+# -- iterations --------------------------------------------------------------------------------
+
+def test_iterations_for():
+    assert iterations_for(8, 20) == 20
+    assert iterations_for(16 << 20, 20, max_bytes=256 << 20) == 16
+    assert iterations_for(1 << 30, 20, max_bytes=256 << 20) == 3  # never fewer than 3
+    assert iterations_for(1 << 30, 2, max_bytes=256 << 20) == 2  # unless asked for fewer
+    assert iterations_for(1 << 30, 20, max_bytes=0) == 20  # 0: no cap
+    assert iterations_for(8, 20, seconds_per_call=1.0, max_time=5.0) == 5
+    assert iterations_for(8, 20, seconds_per_call=10.0, max_time=5.0) == 3
+    assert iterations_for(8, 20, seconds_per_call=1e-6, max_time=5.0) == 20
+    assert iterations_for(8, 1) == 1
+
+
+# -- options -------------------------------------------------------------------------------------
+
+def test_defaults_and_quick():
+    c = Config(_parse())
+    assert c.sizes == parse_sizes(bench.DEFAULT_SIZES)
+    assert c.places == ["out"] and c.check and c.iters == bench.DEFAULT_ITERS
+    q = Config(_parse("--quick"))
+    assert q.sizes == parse_sizes(bench.QUICK_SIZES) and max(q.sizes) <= 1 << 20
+    assert q.algorithms == parse_algorithms(None) and q.iters == 10
+    q2 = Config(_parse("--quick", "--sizes", "8", "--iters", "4"))
+    assert q2.sizes == [8] and q2.iters == 4
+    # whole elements, at least one: 1..8 B of float64 are all one element
+    assert Config(_parse("--sizes", "1:16")).sizes == [8, 16]
+    assert Config(_parse("--sizes", "1:16", "--dtype", "int32")).sizes == [4, 8, 16]
+    assert Config(_parse("--sizes", "100", "--dtype", "uint8")).sizes == [100]
+
+
+def test_options():
+    c = Config(_parse("-m", "8:16M", "-a", "native,swing-bw,auto", "--dims", "4x4", "-i", "7", "-x", "1",
+                      "--both", "--label", "mpich-ring", "--max-bytes", "64M", "--max-time", "0",
+                      "--model-link-mbps", "40", "--model-alpha-us", "100", "--dtype", "int32", "--op", "max"))
+    assert c.algorithms == ["native", "swing-bw", "auto"] and c.dims == "4x4"
+    assert (c.iters, c.warmup, c.max_bytes, c.max_time) == (7, 1, 64 << 20, 0)
+    assert c.places == ["out", "in"] and c.label == "mpich-ring"
+    assert c.model_params() == {"link_bytes_per_s": 5e6, "alpha": 1e-4, "congestion": "routed"}
+    assert Config(_parse("--inplace")).places == ["in"]
+    assert Config(_parse()).model_params() is None
+    with pytest.raises(SystemExit):
+        _parse("--inplace", "--both")
+    with pytest.raises(ValueError):
+        Config(_parse("--op", "bxor"))  # bitwise op on float64
+    with pytest.raises(ValueError):
+        Config(_parse("--iters", "0"))
+
+
+def test_cli_wires_bench():
+    from swing_mpi import cli
+
+    args = cli.build_parser(["bench"]).parse_args(["bench", "--quick"])
+    assert args._run is bench.run and args.quick
+
+
+# -- rows, table, files -------------------------------------------------------------------------
+
+def _row(alg, size=1024, median=100.0, label=None, place="out", wrong=0, resolved=None, mpich="default"):
+    return {
+        "size": size, "count": size // 8, "type": "float64", "redop": "sum", "algorithm": alg,
+        "label": label or alg, "resolved": resolved or alg, "place": place, "p": 4, "dims": "2x2",
+        "mpich_algorithm": mpich, "iters": 5, "warmup": 1, "time_avg_us": median * 1.1,
+        "time_min_us": median * 0.9, "time_max_us": median * 1.5, "time_median_us": median,
+        "algbw_Bps": size / (median * 1e-6), "busbw_Bps": size / (median * 1e-6) * 1.5,
+        "vs_native": None, "wrong": wrong, "model_us": None, "times_us": [median] * 5,
+    }
+
+
+def _rows():
+    rows = [_row("native", median=100.0), _row("swing-bw", median=50.0), _row("auto", median=80.0, resolved="swing-lat"),
+            _row("native", size=2048, median=200.0), _row("swing-bw", size=2048, median=300.0)]
+    add_vs_native(rows)
+    return rows
+
+
+def test_vs_native():
+    rows = _rows()
+    assert [r["vs_native"] for r in rows] == [1.0, 0.5, 0.8, 1.0, 1.5]
+    # a forced-MPICH run measured apart is compared with the reference native
+    forced = [_row("native", median=400.0, label="mpich-ring", mpich="ring")]
+    add_vs_native(forced, rows)
+    assert forced[0]["vs_native"] == 4.0
+    # no native at that size: no ratio
+    lone = [_row("swing-bw", size=8)]
+    add_vs_native(lone)
+    assert lone[0]["vs_native"] is None
+
+
+def test_table_format():
+    rows = _rows()
+    table = format_table(rows, "GB")
+    lines = table.splitlines()
+    assert lines[0].startswith("#") and "time (us)" in lines[0] and "bandwidth (GB/s)" in lines[0]
+    for col in ("size", "count", "type", "redop", "algorithm", "avg", "min", "max", "median", "algbw", "busbw",
+                "vs_native", "#wrong"):
+        assert col in lines[1]
+    data = [ln for ln in lines if not ln.startswith("#")]
+    assert len(data) == 5 and "#" in lines  # a separator line between sizes
+    first = data[0].split()
+    assert first[:5] == ["1024", "128", "float64", "sum", "native"]
+    assert first[-2:] == ["1.000", "0"]
+    assert "auto:swing-lat" in data[2]  # what auto ran
+    assert data[1].split()[-2] == "0.500"
+    # algbw on the median: 1024 B / 50 us = 0.0205 GB/s, busbw x 1.5
+    cols = data[1].split("|")
+    assert cols[2].split() == ["0.0205", "0.0307"]
+    # columns line up under the header
+    assert len({len(ln) for ln in lines if ln != "#"}) <= 2
+    assert "MB/s" in format_header("MB")
+    mb = format_row(rows[1], "MB")
+    assert "20.48" in mb
+
+
+def test_row_without_native_or_check():
+    r = _row("swing-bw")
+    r["wrong"] = -1
+    line = format_row(r)
+    assert line.split()[-2:] == ["-", "-"]
+
+
+def test_csv_json_roundtrip(tmp_path):
+    rows = _rows()
+    env = {"p": 4, "dims": "2x2", "mpi_library": "MPICH Version: 5.0.2"}
+    write_csv(rows, str(tmp_path / "sub" / "r.csv"))
+    write_json(str(tmp_path / "r.json"), env, rows)
+    env2, back = read_results(str(tmp_path / "r.json"))
+    assert env2 == env and back == rows
+    _, csv_rows = read_results(str(tmp_path / "sub" / "r.csv"))
+    assert [r["algorithm"] for r in csv_rows] == [r["algorithm"] for r in rows]
+    assert csv_rows[1]["vs_native"] == 0.5 and csv_rows[0]["size"] == 1024 and csv_rows[0]["wrong"] == 0
+    assert csv_rows[0]["model_us"] is None
+    header = (tmp_path / "sub" / "r.csv").read_text().splitlines()[0].split(",")
+    assert header[:len(bench.FIELDS)] == list(bench.FIELDS)
+    assert "times_us" not in header
+
+
+def test_env_header_lines():
+    env = {"p": 4, "dims": "2x2", "dims_source": "--dims", "dtype": "float64", "op": "sum",
+           "mpi_library": "MPICH Version: 5.0.2", "native_desc": "comm.Allreduce, MPICH's default selection",
+           "iters": 20, "max_bytes": 256 << 20, "max_time": 5.0, "warmup": 3, "check": True,
+           "algorithms": ["native", "swing-bw"], "host": "h", "date": "d", "python": "3", "numpy": "2",
+           "mpi4py": "4", "swing_mpi": "0.1", "command": "python -m mpi4py -m swing_mpi bench"}
+    text = "\n".join(bench.env_header_lines(env))
+    assert all(ln.startswith("# ") for ln in text.splitlines())
+    for s in ("p=4", "dims=2x2", "MPICH Version: 5.0.2", "default selection", "command: python -m mpi4py"):
+        assert s in text
+
+
+def test_model_algorithm():
+    known = tuple(ALGORITHMS)
+    assert model_algorithm(_row("swing-bw"), known) == "swing-bw"
+    assert model_algorithm(_row("auto", resolved="swing-lat"), known) == "swing-lat"
+    assert model_algorithm(_row("native"), known) is None
+    if "ring" in known:
+        assert model_algorithm(_row("native", mpich="ring"), known) == "ring"
+    assert model_algorithm(_row("native", mpich="recursive_doubling"), known) == "recdoub"
+
+
+def test_model_times_degrade_gracefully():
+    rows = _rows()
+    bench.add_model_times(rows, link_bytes_per_s=5e6, alpha=1e-4, warn=lambda m: None)
+    assert rows[0]["model_us"] is None  # native with MPICH's default: no model
+    try:
+        from swing_mpi.model import predict_time  # noqa: F401
+    except ImportError:
+        return
+    assert rows[1]["model_us"] and rows[1]["model_us"] > 0
+
+
+def test_plot(tmp_path):
+    pytest.importorskip("matplotlib")
+    rows = _rows()
+    rows[1]["model_us"] = 40.0
+    out = bench.plot_results(rows, str(tmp_path / "p.png"), title="t")
+    assert Path(out).stat().st_size > 1000
+
+
+# -- the sweep driver (planning only) ----------------------------------------------------------------
+
+def _sweep_module():
+    spec = importlib.util.spec_from_file_location("bench_sweep", ROOT / "benchmarks" / "sweep.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["bench_sweep"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_sweep_plan(tmp_path):
+    sw = _sweep_module()
+    args = sw.build_parser().parse_args(["--dims", "4x4", "--sizes", "1K:16M", "--mpich-algorithms",
+                                         "default,ring,recursive_doubling", "--out", str(tmp_path),
+                                         "--algorithms", "swing-bw,auto", "--lab", "--", "--iters", "3"])
+    launches, np_, dims = sw.plan_launches(args, str(tmp_path))
+    assert np_ == 16 and dims == (4, 4)
+    assert [L.name for L in launches] == ["main", "mpich-ring", "mpich-recursive_doubling"]
+    main = launches[0].bench_argv
+    assert main[main.index("--algorithms") + 1] == "native,swing-bw,auto"
+    assert main[-2:] == ["--iters", "3"] and "--bw-unit" in main and main[main.index("--bw-unit") + 1] == "MB"
+    ring = launches[1]
+    assert ring.env == {"MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM": "ring"}
+    assert ring.bench_argv[ring.bench_argv.index("--label") + 1] == "mpich-ring"
+    assert ring.bench_argv[ring.bench_argv.index("--algorithms") + 1] == "native"
+    cmd = sw.bench_command("python", main)
+    assert cmd[:6] == ["python", "-m", "mpi4py", "-m", "swing_mpi", "bench"]
+    bad = sw.build_parser().parse_args(["--np", "4", "--dims", "4x4", "--out", str(tmp_path)])
+    with pytest.raises(ValueError):
+        sw.plan_launches(bad, str(tmp_path))
+    bad = sw.build_parser().parse_args(["--mpich-algorithms", "nope", "--out", str(tmp_path)])
+    with pytest.raises(ValueError):
+        sw.plan_launches(bad, str(tmp_path))
+
+
+def test_sweep_merge(tmp_path):
+    sw = _sweep_module()
+    args = sw.build_parser().parse_args(["--np", "4", "--mpich-algorithms", "default,ring", "--out", str(tmp_path)])
+    launches, _, _ = sw.plan_launches(args, str(tmp_path))
+    write_json(launches[0].json, {"p": 4}, [_row("native", median=100.0), _row("swing-bw", median=50.0)])
+    write_json(launches[1].json, {"p": 4}, [_row("native", median=300.0, label="mpich-ring", mpich="ring")])
+    envs, rows = sw.merge(launches)
+    assert set(envs) == {"main", "mpich-ring"}
+    assert [(r["label"], r["vs_native"]) for r in rows] == [("native", 1.0), ("swing-bw", 0.5), ("mpich-ring", 3.0)]
+
+
+def test_sweep_dry_run(tmp_path, capsys):
+    sw = _sweep_module()
+    rc = sw.main(["--np", "4", "--dims", "2x2", "--sizes", "8:64", "--mpich-algorithms", "default,ring",
+                  "--out", str(tmp_path), "--dry-run"])
+    assert rc == 0
+    text = (tmp_path / "commands.txt").read_text()
+    assert "MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM=ring" in text and "MPIEXEC_TIMEOUT=" in text
+    assert text.count("-m mpi4py -m swing_mpi bench") == 2
+    assert json.dumps(text)  # plain text
