@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import os
 from collections import OrderedDict
+from functools import lru_cache
 from typing import Any, Tuple
 
 import numpy as np
@@ -78,9 +79,21 @@ def _state(comm: MPI.Comm) -> _State:
 # -- choices ---------------------------------------------------------------------
 
 _EXACT_OPS = ("BAND", "BOR", "BXOR", "LAND", "LOR", "LXOR", "MAXLOC", "MINLOC", "REPLACE", "NO_OP")
+_exact_cache: "dict[tuple[int, int], bool]" = {}
 
 
 def is_exact(op: MPI.Op, datatype: MPI.Datatype) -> bool:
+    """Whether ``op`` on ``datatype`` gives the same bits in any grouping (cached for predefined ones)."""
+    if op.is_predefined and datatype.is_predefined:
+        key = (op.py2f(), datatype.py2f())
+        got = _exact_cache.get(key)
+        if got is None:
+            got = _exact_cache[key] = _is_exact(op, datatype)
+        return got
+    return _is_exact(op, datatype)
+
+
+def _is_exact(op: MPI.Op, datatype: MPI.Datatype) -> bool:
     """Whether ``op`` on ``datatype`` gives the same bits in any grouping.
 
     True for integer (and bool) SUM/PROD/MAX/MIN, bitwise and logical ops and
@@ -95,15 +108,22 @@ def is_exact(op: MPI.Op, datatype: MPI.Datatype) -> bool:
     return False
 
 
+@lru_cache(maxsize=64)
+def _parse_dims_cached(spec: Any, p: int) -> Tuple[int, ...]:
+    return parse_dims(spec, p)
+
+
 def _dims_for(comm: MPI.Comm, dims: Any) -> Tuple[int, ...]:
     p = comm.Get_size()
     if dims is None:
         env = os.environ.get("SWING_MPI_DIMS")
         if env:
-            return parse_dims(env, p)
+            return _parse_dims_cached(env, p)
         if comm.Get_topology() == MPI.CART:
             return Torus.from_cartcomm(MPI.Cartcomm(comm)).dims
         return (p,)
+    if isinstance(dims, (str, tuple)):
+        return _parse_dims_cached(dims, p)
     return parse_dims(dims, p)
 
 
@@ -184,10 +204,10 @@ def allreduce(comm: MPI.Intracomm, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.
     """
     send, recv = _check_args(comm, sendbuf, recvbuf, op)
     name = resolve(algorithm, comm.Get_size(), recv.nbytes, op, recv.datatype)
-    dims_t = _dims_for(comm, dims)
     if name == NATIVE:
         MPI.Intracomm.Allreduce(comm, MPI.IN_PLACE if send is None else sendbuf, recvbuf, op)
         return
+    dims_t = _dims_for(comm, dims)  # validated even for count 0: a bad dims is a bad call
     st = _state(comm)
     seq = st.next_seq()
     if recv.count == 0:

@@ -17,6 +17,7 @@ modified while in flight.
 from __future__ import annotations
 
 import os
+import time
 from typing import List, Tuple
 
 import numpy as np
@@ -90,7 +91,9 @@ class Reducer:
             local[...] = peer
 
 
-_YIELD = os.environ.get("SWING_MPI_WAIT", "yield") == "yield"
+_WAIT = os.environ.get("SWING_MPI_WAIT", "yield")
+_YIELD = _WAIT != "spin"
+_SLEEP = float(os.environ.get("SWING_MPI_SLEEP_US", "0")) * 1e-6
 
 
 def _wait_some(reqs: List[MPI.Request]) -> "List[int] | None":
@@ -104,11 +107,16 @@ def _wait_some(reqs: List[MPI.Request]) -> "List[int] | None":
     """
     if not _YIELD:
         return MPI.Request.Waitsome(reqs)
+    polls = 0
     while True:
         done = MPI.Request.Testsome(reqs)
         if done is None or done:
             return done
-        os.sched_yield()
+        polls += 1
+        if _SLEEP and polls > 2:
+            time.sleep(_SLEEP)
+        else:
+            os.sched_yield()
 
 
 class _Xfer:

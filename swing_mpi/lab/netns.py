@@ -305,10 +305,18 @@ class CheckResult:
 
     @property
     def ok(self) -> bool:
-        """Routes all right and no flow below ``min_fraction`` of the link rate."""
-        return self.routes_ok and all(
-            r.mb_per_s and r.min >= self.min_fraction * r.rate_mb_per_s for r in self.rates
-        )
+        """Routes all right, and every test's rate at least ``min_fraction`` of the link rate.
+
+        Tests of a few flows are judged by their slowest flow; the test of every
+        link at once by its mean: with 64 TCP flows on two cores, single flows
+        are starved for moments by CPU scheduling (seen at ~1.6 MB/s next to
+        ~5 MB/s ones), which says nothing about the links.
+        """
+        def good(r: "RateResult") -> bool:
+            got = r.mean if len(r.flows) > 8 else r.min
+            return bool(r.mb_per_s) and got >= self.min_fraction * r.rate_mb_per_s
+
+        return self.routes_ok and all(good(r) for r in self.rates)
 
     def table(self) -> str:
         """A readable report."""

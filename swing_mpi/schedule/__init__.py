@@ -52,6 +52,15 @@ ALGORITHMS: Dict[str, AlgorithmInfo] = {
                       uses_exact=True),
         AlgorithmInfo("recdoub", ".recdoub:build_recdoub", False, "latency",
                       "recursive doubling (XOR peers), rank-order operands, MPICH fold"),
+        AlgorithmInfo("rabenseifner", ".rabenseifner:build_rabenseifner", True, "bandwidth",
+                      "recursive halving reduce-scatter + recursive doubling all-gather, one port; "
+                      "torus-optimized on power-of-two tori, MPICH fold otherwise"),
+        AlgorithmInfo("recdoub-mirrored", ".mirrored:build_recdoub_mirrored", True, "bandwidth",
+                      "XOR reduce-scatter + all-gather on all 2D ports (plain + mirrored lanes)"),
+        AlgorithmInfo("ring", ".ring:build_ring", True, "bandwidth",
+                      "ring reduce-scatter + all-gather in rank order, 2(p-1) steps, one port"),
+        AlgorithmInfo("bucket", ".bucket:build_bucket", True, "bandwidth",
+                      "ring reduce-scatter along each dimension, all-gather back, on all 2D ports"),
     ]
 }
 
@@ -71,6 +80,11 @@ def build_schedule(algorithm: str, dims: Tuple[int, ...], rank: int, count: int,
     info = algorithm_info(algorithm)
     if count < 0:
         raise ValueError(f"count must be >= 0, got {count}")
+    p = 1
+    for d in dims:
+        p *= d
+    if not 0 <= rank < p:
+        raise ValueError(f"rank {rank} is outside a torus of {p} ranks")
     kwargs = dict(info.options)
     if info.uses_exact:
         kwargs["exact"] = exact

@@ -21,7 +21,7 @@ from typing import Callable, List, Sequence, Tuple
 
 from .base import COPY, REDUCE, Range, Step, Transfer, merge_ranges
 
-__all__ = ["BlockSets", "rs_ag_lane", "bits"]
+__all__ = ["BlockSets", "rs_ag_lane", "place_blocks", "bits"]
 
 
 def bits(mask: int) -> List[int]:
@@ -163,6 +163,24 @@ def blocksets(peers: Sequence[Sequence[int]]) -> BlockSets:
     return _cached_blocksets(tuple(tuple(r) for r in peers))
 
 
+def place_blocks(peers: Sequence[Sequence[int]], slots: Sequence[Range]) -> List[Range]:
+    """The range of block ``b`` (owned by ``b``) given the ``slots`` of a part, in order.
+
+    With a contiguous block order (:meth:`BlockSets.block_order`) block ``b``
+    takes the slot at its position in that order; otherwise slot ``b``. Every
+    schedule that trades blocks outside ``rs_ag_lane`` (the odd-p extra rank)
+    must place them with this same function.
+    """
+    bs = blocksets(peers)
+    order = bs.block_order() if bs.n <= REMAP_MAX else None
+    if order is None:
+        return list(slots)
+    out: List[Range] = [(0, 0)] * bs.n
+    for i, b in enumerate(order):
+        out[b] = slots[i]
+    return out
+
+
 def _block_ranges(mask: int, blocks: Sequence[Range]) -> Tuple[Range, ...]:
     return merge_ranges(sorted(blocks[b] for b in bits(mask)))
 
@@ -185,12 +203,7 @@ def rs_ag_lane(
     bs = blocksets(peers)
     if not bs.covers_all(vr):
         raise ValueError("peer sequence does not reach every rank: no reduce-scatter schedule")
-    order = bs.block_order() if bs.n <= REMAP_MAX else None
-    if order is not None:  # block b lives at position pos[b]: every message is one slice
-        pos = [0] * bs.n
-        for i, b in enumerate(order):
-            pos[b] = i
-        blocks = [blocks[pos[b]] for b in range(bs.n)]
+    blocks = place_blocks(peers, blocks)
     mine = bs.send_sets(vr)
     rs: List[Step] = []
     ag: List[Step] = []

@@ -42,7 +42,7 @@ from typing import List, Sequence, Tuple
 from ..blocks import split, split_range
 from ..topology import Torus
 from .base import COPY, REDUCE, Range, Schedule, Step, Transfer, merge_ranges
-from .blockset import bits, rs_ag_lane
+from .blockset import bits, place_blocks, rs_ag_lane
 
 __all__ = ["rho", "delta", "swing_peer", "lane_plan", "build_swing_bw", "build_swing_lat"]
 
@@ -147,7 +147,9 @@ def _odd_ring_lane(rank: int, p: int, part: Tuple[int, int], sign: int, port_of)
     """One lane on an odd ring: Swing on ``0 … p−2``, extra rank ``p−1`` direct."""
     e = p - 1
     g = p - 1  # size of the Swing group (even)
-    blocks = split_range(part, p)
+    slots = split_range(part, p)
+    peers = _peer_table((g,), 0, sign)
+    blocks = place_blocks(peers, slots[:g]) + [slots[e]]  # as rs_ag_lane places them
     L = math.ceil(math.log2(g))
     # which step each b in G trades with e (spread evenly over the L steps)
     group = [b * L // g for b in range(g)]
@@ -160,7 +162,7 @@ def _odd_ring_lane(rank: int, p: int, part: Tuple[int, int], sign: int, port_of)
             ag[group[b]].append(Transfer(b, (blocks[e],), (blocks[b],), COPY, False, port))
         return ([Step(tuple(x), "reduce-scatter") for x in rs]
                 + [Step(tuple(x), "all-gather") for x in reversed(ag)])
-    rs_steps, ag_steps = rs_ag_lane(rank, _peer_table((g,), 0, sign), blocks[:g], port_of=port_of)
+    rs_steps, ag_steps = rs_ag_lane(rank, peers, slots[:g], port_of=port_of)
     port = port_of(0, e)
     s = group[rank]
     rs_steps[s] = Step(rs_steps[s].transfers + (Transfer(e, (blocks[e],), (blocks[rank],), REDUCE, False, port),),

@@ -122,6 +122,32 @@ def even_shapes():
         (2, 2, 2), (2, 4, 4), (4, 4, 4), (6, 6), (10, 10), (4, 6)]
 
 
+def lane_elements(s, lane_index, phase, side):
+    """Elements of a lane's ``phase`` steps on ``side`` ('send'/'recv'), as a list (repeats kept)."""
+    out = []
+    for st in s.lanes[lane_index]:
+        if st.phase == phase:
+            for t in st.transfers:
+                for a, b in getattr(t, side):
+                    out.extend(range(a, b))
+    return out
+
+
+def assert_each_block_once(s, p):
+    """Per lane: reduce-scatter sends and all-gather receives cover the lane's part
+    minus exactly one block (the one this rank ends up owning), each element once."""
+    for li, part in enumerate(split(s.count, len(s.lanes))):
+        size = part[1] - part[0]
+        sent = lane_elements(s, li, "reduce-scatter", "send")
+        got = lane_elements(s, li, "all-gather", "recv")
+        assert len(sent) == len(set(sent)), f"lane {li}: an element is sent twice in reduce-scatter"
+        assert len(got) == len(set(got)), f"lane {li}: an element is received twice in all-gather"
+        assert set(sent) == set(got)
+        own = set(range(*part)) - set(sent)
+        assert len(own) in (size // p, -(-size // p)), f"lane {li}: keeps {len(own)} elements"
+        assert own == set(range(min(own), max(own) + 1)) if own else True
+
+
 @pytest.mark.parametrize("dims", even_shapes(), ids=lambda d: "x".join(map(str, d)))
 def test_swing_bw_steps_and_bytes_even(dims):
     torus = Torus(dims)
@@ -132,33 +158,18 @@ def test_swing_bw_steps_and_bytes_even(dims):
         s = build_schedule("swing-bw", torus.dims, r, count)
         assert s.nsteps == 2 * L
         # each rank sends each of its non-owned blocks exactly once in each phase
-        own = sum(b - a for part in split(count, len(s.lanes)) for (a, b) in [_block(part, p, r)])
-        assert phase_counts(s) == (count - own, count - own)
+        assert_each_block_once(s, p)
         biggest = sum((p - 1) * -(-(b - a) // p) for a, b in split(count, len(s.lanes)))
         assert s.sent_elements() <= 2 * biggest
 
 
-def phase_counts(s):
-    """(elements sent in reduce-scatter, elements received in all-gather)."""
-    rs = sum(t.send_count for lane in s.lanes for st in lane if st.phase == "reduce-scatter" for t in st.transfers)
-    ag = sum(t.recv_count for lane in s.lanes for st in lane if st.phase == "all-gather" for t in st.transfers)
-    return rs, ag
-
-
-def _block(part, p, r):
-    a, b = part
-    s, e = split(b - a, p)[r]
-    return (a + s, a + e)
-
-
 @pytest.mark.parametrize("p", [3, 5, 7, 9, 11, 15, 17, 31, 33, 63])
 def test_swing_bw_odd_p_bytes(p):
-    # odd p: the extra rank trades blocks directly, still 2·(p−1)/p of the vector
+    # odd p: the extra rank trades blocks directly, still each non-owned block once a phase
     count = 2 * p * 5 + 3
     for r in range(p):
         s = build_schedule("swing-bw", (p,), r, count)
-        own = sum(b - a for part in split(count, 2) for (a, b) in [_block(part, p, r)])
-        assert phase_counts(s) == (count - own, count - own)
+        assert_each_block_once(s, p)
         assert s.sent_elements() <= 2 * count * (p - 1) / p * (1 + 1 / p) + 4
 
 
