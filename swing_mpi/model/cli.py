@@ -135,13 +135,13 @@ def run(args: argparse.Namespace) -> int:
         print(f"model: {'x'.join(map(str, dims))} torus, p = {p}, D = {D}; links {_rate_text(rate)} "
               f"(peak allreduce goodput {_rate_text(D * rate)}); α = {args.alpha_us:g} µs; "
               f"time uses {args.congestion} congestion")
-        head = f"{'algorithm':<18}{'steps':>6}{'Λ':>7}{'Ψ':>8}{'Ξ dist':>8}{'Ξ routed':>9}{'ceiling':>9}"
+        head = f"{'algorithm':<18}{'steps':>7}{'Λ':>9}{'Ψ':>8}{'Ξ dist':>8}{'Ξ routed':>9}{'ceiling':>9}"
         if size is not None:
             head += f"{'T(' + format_size(size) + ')':>15}{'goodput':>15}"
         head += "  cover"
         print(head)
         for r in results:
-            line = (f"{r.algorithm:<18}{r.K:>6}{r.Lambda:>7.3f}{r.Psi:>8.3f}{r.Xi_distance:>8.3f}"
+            line = (f"{r.algorithm:<18}{r.K:>7}{r.Lambda:>9.3f}{r.Psi:>8.3f}{r.Xi_distance:>8.3f}"
                     f"{r.Xi_routed:>9.3f}{100 * r.ceiling(args.congestion):>8.1f}%")
             if size is not None:
                 t = r.time(size, **kw)
