@@ -53,8 +53,8 @@ def balanced_dims(p: int, ndims: int) -> Tuple[int, ...]:
 def parse_dims(spec: Any, p: int | None = None) -> Tuple[int, ...]:
     """Turn ``"4x4"``, ``(4, 4)``, ``16`` or ``None`` into a dims tuple.
 
-    ``None`` means a 1-D ring of ``p``. A string like ``"2d"`` or an int given
-    with ``p`` is *not* a side: see :meth:`Torus.from_spec` for ``ndims``.
+    ``None`` means a 1-D ring of ``p``; ``"2d"``/``"3d"`` a balanced
+    factorisation of ``p`` into that many sides (like ``MPI.Compute_dims``).
     Raises ``ValueError`` with what was given and what was expected.
     """
     if spec is None:
@@ -63,6 +63,11 @@ def parse_dims(spec: Any, p: int | None = None) -> Tuple[int, ...]:
         return (p,)
     if isinstance(spec, Torus):
         dims: Tuple[int, ...] = spec.dims
+    elif isinstance(spec, str) and re.fullmatch(r"\s*\d+\s*d\s*", spec.lower()):
+        # "2d", "3d": a balanced factorisation of p, like MPI.Compute_dims
+        if p is None:
+            raise ValueError(f"dims {spec!r} needs the number of ranks p")
+        dims = balanced_dims(p, int(spec.lower().strip()[:-1]))
     elif isinstance(spec, str):
         text = spec.strip().lower().replace("×", "x").replace("*", "x")
         if not re.fullmatch(r"\s*-?\d+(\s*x\s*-?\d+)*\s*", text):

@@ -298,3 +298,13 @@ def test_distance_and_ports():
     assert t.distance(0, 15) == 2 and t.distance(0, 10) == 4
     assert t.neighbor(0, 0) == 4 and t.neighbor(0, 1) == 12 and t.neighbor(0, 2) == 1 and t.neighbor(0, 3) == 3
     assert t.port_towards(0, 2) == 2  # tie at d/2 goes the + way
+
+
+def test_ndims_strings_match_mpi_compute_dims():
+    from mpi4py import MPI
+
+    for p in range(1, 65):
+        for nd in (1, 2, 3):
+            assert Torus.from_spec(f"{nd}d", p).dims == tuple(MPI.Compute_dims(p, nd)), (p, nd)
+    with pytest.raises(ValueError, match="needs the number of ranks"):
+        Torus.from_spec("2d")
