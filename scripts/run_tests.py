@@ -51,10 +51,15 @@ def main() -> int:
                     help="seconds per mpiexec launch (MPIEXEC_TIMEOUT)")
     ap.add_argument("--no-unit", action="store_true", help="skip the unit tests")
     ap.add_argument("--no-mpi", action="store_true", help="skip the MPI tests")
+    ap.add_argument("--mpi4py-suite", action="store_true",
+                    help="also run mpi4py's own Allreduce tests against swing_mpi at 1-4 ranks "
+                         "(scripts/mpi4py_suite.py; downloads the mpi4py sdist once)")
     ap.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
     args = ap.parse_args()
     os.chdir(ROOT)
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+    # a fixed fuzz seed keeps CI reproducible; set SWING_MPI_FUZZ_SEED to explore others
+    env.setdefault("SWING_MPI_FUZZ_SEED", "20261130")
     passed = failed = 0
     t0 = time.time()
     if not args.no_unit:
@@ -89,6 +94,15 @@ def main() -> int:
                 failed += max(f, 1)
             passed += p
         shutil.rmtree(logs, ignore_errors=True)
+    if args.mpi4py_suite:
+        print("== mpi4py's own Allreduce tests (scripts/mpi4py_suite.py)", flush=True)
+        r = subprocess.run([sys.executable, str(ROOT / "scripts" / "mpi4py_suite.py"), "--sizes", "1,2,3,4",
+                            "--timeout", str(args.timeout)], env=env,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        print(r.stdout[-8000:], flush=True)
+        p, f = counts(r.stdout)
+        passed += p
+        failed += f + (1 if r.returncode and not f else 0)
     print(f"== all tests in {time.time() - t0:.0f} s")
     print(f"{passed} passed, {failed} failed")
     return 1 if failed else 0

@@ -17,7 +17,7 @@ from typing import Any, Tuple
 import numpy as np
 from mpi4py import MPI
 
-from .buffers import BufferSpec, is_in_place, numpy_dtype, parse_buffer
+from .buffers import BufferSpec, DeviceBuffer, is_in_place, numpy_dtype, parse_buffer
 from .executor import Plan
 from .schedule import ALGORITHMS, build_schedule
 from .topology import Torus, parse_dims
@@ -202,7 +202,11 @@ def allreduce(comm: MPI.Intracomm, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.
         TypeError, ValueError: bad arguments, raised locally before any
             communication and before anything is written to ``recvbuf``.
     """
-    send, recv = _check_args(comm, sendbuf, recvbuf, op)
+    try:
+        send, recv = _check_args(comm, sendbuf, recvbuf, op)
+    except DeviceBuffer:  # device memory: only the MPI library can reduce it
+        MPI.Intracomm.Allreduce(comm, MPI.IN_PLACE if sendbuf is None else sendbuf, recvbuf, op)
+        return
     name = resolve(algorithm, comm.Get_size(), recv.nbytes, op, recv.datatype)
     if name == NATIVE:
         MPI.Intracomm.Allreduce(comm, MPI.IN_PLACE if send is None else sendbuf, recvbuf, op)
@@ -304,9 +308,12 @@ class Request:
 
 def _nonblocking(comm: MPI.Intracomm, sendbuf: Any, recvbuf: Any, op: MPI.Op, algorithm: "str | None",
                  dims: Any, *, persistent: bool) -> Any:
-    send, recv = _check_args(comm, sendbuf, recvbuf, op)
-    name = resolve(algorithm, comm.Get_size(), recv.nbytes, op, recv.datatype)
-    dims_t = _dims_for(comm, dims)
+    try:
+        send, recv = _check_args(comm, sendbuf, recvbuf, op)
+        name = resolve(algorithm, comm.Get_size(), recv.nbytes, op, recv.datatype)
+    except DeviceBuffer:  # device memory: only the MPI library can reduce it
+        send, name = (None if sendbuf is None or sendbuf is MPI.IN_PLACE else sendbuf), NATIVE
+    dims_t = _dims_for(comm, dims) if name != NATIVE else ()
     if name == NATIVE:
         sb = MPI.IN_PLACE if send is None else sendbuf
         if persistent:

@@ -5,7 +5,9 @@ Accepted like ``Comm.Allreduce``: ``buf``, ``[buf, datatype]``,
 may be an ``MPI.Datatype`` or a typecode string such as ``"d"``). Without a
 datatype, the buffer's PEP-3118 format decides (as in mpi4py). ``buf`` is any
 object with the buffer protocol (numpy arrays, ``bytearray``, ``array.array``,
-``memoryview``…); it must be C-contiguous.
+``memoryview``…); it must be C-contiguous. Objects that only offer DLPack or
+``__cuda_array_interface__`` (device arrays) are handed to the MPI library's
+own Allreduce by the API: numpy cannot reduce device memory.
 
 Everything here is checked locally, before any communication. What MPI itself
 calls erroneous and we cannot see locally (counts or datatypes that differ
@@ -20,7 +22,13 @@ from typing import Any
 import numpy as np
 from mpi4py import MPI
 
-__all__ = ["BufferSpec", "parse_buffer", "is_in_place", "numpy_dtype"]
+__all__ = ["BufferSpec", "DeviceBuffer", "parse_buffer", "is_in_place", "numpy_dtype"]
+
+
+class DeviceBuffer(Exception):
+    """The buffer is not a Python buffer (only DLPack or ``__cuda_array_interface__``,
+    possibly device memory): the API hands the call to the MPI library's own
+    Allreduce, which understands those protocols."""
 
 
 @dataclass(frozen=True)
@@ -64,6 +72,17 @@ def _format_datatype(fmt: str, where: str) -> MPI.Datatype:
             f"pass one explicitly, e.g. [buf, MPI.DOUBLE_INT]") from None
 
 
+def _memoryview(obj: Any, where: str) -> memoryview:
+    """The buffer protocol; DLPack / CUDA-array-interface objects raise :class:`DeviceBuffer`."""
+    try:
+        return memoryview(obj)
+    except TypeError:
+        pass
+    if hasattr(obj, "__dlpack__") or hasattr(obj, "__cuda_array_interface__"):
+        raise DeviceBuffer(where)
+    raise TypeError(f"{where}: {type(obj).__name__} does not support the buffer protocol")
+
+
 def parse_buffer(spec: Any, *, writable: bool, where: str) -> BufferSpec:
     """Validate an mpi4py buffer spec; ``where`` names it in error messages."""
     count = None
@@ -84,12 +103,14 @@ def parse_buffer(spec: Any, *, writable: bool, where: str) -> BufferSpec:
                 raise TypeError(f"{where}: count must be an int, got {type(count).__name__}")
     else:
         obj = spec
+    if obj is None and isinstance(spec, (tuple, list)) and count in (None, 0):
+        obj = bytearray()  # mpi4py: [None, MPI.INT] is an empty (writable) buffer
+        count = 0
+        if dt is None:
+            raise ValueError(f"{where}: [None] needs a datatype, e.g. [None, MPI.INT]")
     if obj is None or obj is MPI.IN_PLACE or obj is MPI.BOTTOM:
         raise ValueError(f"{where}: expected a buffer, got {obj!r}")
-    try:
-        mv = memoryview(obj)
-    except TypeError:
-        raise TypeError(f"{where}: {type(obj).__name__} does not support the buffer protocol") from None
+    mv = _memoryview(obj, where)
     if not mv.c_contiguous:
         raise ValueError(f"{where}: the buffer is not C-contiguous (pass a contiguous copy)")
     if writable and mv.readonly:

@@ -322,10 +322,31 @@ def test_buffer_specs_like_mpi4py():
     b = array.array("i", [0] * n)
     swing_mpi.allreduce(WORLD, a, b)
     assert list(b) == [P * (P - 1) // 2] * n
+    # mpi4py's empty buffer spec
+    swing_mpi.allreduce(WORLD, [None, MPI.INT], [None, MPI.INT], algorithm="swing-bw")
     # a count smaller than the buffer: the rest is left alone
     y = np.full(n, -1.0)
     swing_mpi.allreduce(WORLD, [x, 3, MPI.DOUBLE], [y, 3, MPI.DOUBLE])
     assert np.allclose(y[:3], expect[:3]) and (y[3:] == -1).all()
+
+
+def test_dlpack_only_objects_go_to_the_mpi_library():
+    """Objects without the buffer protocol (DLPack / CUDA array interface) use MPI's own Allreduce."""
+
+    class OnlyDLPack:
+        def __init__(self, a):
+            self.a = a
+
+        def __dlpack__(self, **kw):
+            return self.a.__dlpack__(**kw)
+
+        def __dlpack_device__(self):
+            return self.a.__dlpack_device__()
+
+    x = np.arange(5, dtype=np.float64) + R
+    y = np.zeros(5)
+    swing_mpi.allreduce(WORLD, OnlyDLPack(x), OnlyDLPack(y), algorithm="swing-bw")
+    assert np.allclose(y, np.arange(5) * P + P * (P - 1) / 2)
 
 
 def test_environment_variables_choose(monkeypatch):
