@@ -61,30 +61,10 @@ PAPER_TABLE2 = {
 }
 
 
-@dataclass(frozen=True)
-class StepCost:
-    """One global step, loads per byte of the vector (multiply by ``n`` for bytes)."""
-
-    index: int
-    phase: str
-    port: float
-    """``m_k / n``: bytes on the busiest port."""
-    distance: float
-    """Distance-proxy cost ``/ n`` (``m_k·c_k`` for one size and distance per step)."""
-    link: float
-    """Routed busiest-link bytes ``/ n``."""
-    hops: int
-    """``c_k``: longest peer distance."""
-    link_messages: int
-    """Messages on the busiest link (routed)."""
-    messages: int
-    lane_port: float = 0.0
-    """``port`` lane by lane: as if no two lanes shared a port."""
-    lane_distance: float = 0.0
-    """``distance`` lane by lane: as if no two lanes shared a port."""
-
-    def load(self, congestion: str = "routed") -> float:
-        return self.link if congestion == "routed" else self.distance
+StepCost = StepLoad
+"""A global step's loads; in a :class:`ModelResult` they are per element of the vector
+(multiply by the vector's bytes for bytes): ``port`` is ``m_k/n``, ``distance`` the
+proxy ``m_k·c_k/n``, ``link`` the routed busiest-link load ``/n``."""
 
 
 @dataclass(frozen=True)
@@ -224,9 +204,8 @@ def analyze_schedules(
                        _time.perf_counter() - t0, dict(traffic.meta))
 
 
-def _scale(s: StepLoad, count: int) -> StepCost:
-    return StepCost(s.index, s.phase, s.port / count, s.distance / count, s.link / count,
-                    s.hops, s.link_messages, s.messages, s.lane_port / count, s.lane_distance / count)
+def _scale(s: StepLoad, count: int) -> StepLoad:
+    return s.scaled(1.0 / count)
 
 
 @lru_cache(maxsize=256)

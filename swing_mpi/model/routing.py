@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass, field
+from dataclasses import replace, dataclass, field
 from functools import lru_cache
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -377,6 +377,16 @@ class StepLoad:
     """Like ``port`` but lane by lane (as if no two lanes shared a port)."""
     lane_distance: float = 0.0
     """Like ``distance`` but lane by lane (as if no two lanes shared a port)."""
+
+    def scaled(self, factor: float) -> "StepLoad":
+        """The same step with every load (not the counts) multiplied by ``factor``."""
+        return replace(self, port=self.port * factor, distance=self.distance * factor,
+                       link=self.link * factor, lane_port=self.lane_port * factor,
+                       lane_distance=self.lane_distance * factor)
+
+    def load(self, congestion: str = "routed") -> float:
+        """The step's cost per ``β``: routed busiest link or the distance proxy."""
+        return self.link if congestion == "routed" else self.distance
 
 
 class _Acc:

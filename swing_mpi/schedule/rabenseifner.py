@@ -48,7 +48,7 @@ from ..topology import Torus
 from .base import COPY, REDUCE, Range, Schedule, Step, Transfer, merge_ranges
 from .blockset import rs_ag_lane
 from .recdoub import fold_ranks
-from .swing import lane_plan
+from .swing import dim_peer_table, lane_plan
 
 __all__ = ["build_rabenseifner", "build_xor_bw", "xor_peer", "xor_direction", "xor_peer_table"]
 
@@ -73,20 +73,9 @@ def xor_direction(c: int, t: int, sign: int = 1) -> int:
     return up if sign > 0 else -up
 
 
-@lru_cache(maxsize=128)
 def xor_peer_table(dims: Tuple[int, ...], start_dim: int, sign: int) -> Tuple[Tuple[int, ...], ...]:
     """``peers[s][x]``: per-dimension XOR peers along ``lane_plan(dims, start_dim)``."""
-    torus = Torus(dims)
-    coords = [torus.coords(x) for x in range(torus.size)]
-    table = []
-    for k, t in lane_plan(dims, start_dim):
-        row = []
-        for c in coords:
-            cc = list(c)
-            cc[k] = xor_peer(c[k], t, dims[k], sign)
-            row.append(torus.rank(cc))
-        table.append(tuple(row))
-    return tuple(table)
+    return dim_peer_table(dims, start_dim, sign, xor_peer)
 
 
 def build_xor_bw(rank: int, dims: Tuple[int, ...], count: int, *, mirrored: bool,

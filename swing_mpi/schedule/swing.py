@@ -37,14 +37,14 @@ from __future__ import annotations
 
 import math
 from functools import lru_cache
-from typing import List, Sequence, Tuple
+from typing import Callable, List, Sequence, Tuple
 
 from ..blocks import split, split_range
 from ..topology import Torus
 from .base import COPY, REDUCE, Range, Schedule, Step, Transfer, merge_ranges
 from .blockset import bits, place_blocks, rs_ag_lane
 
-__all__ = ["rho", "delta", "swing_peer", "lane_plan", "build_swing_bw", "build_swing_lat"]
+__all__ = ["rho", "delta", "swing_peer", "lane_plan", "dim_peer_table", "build_swing_bw", "build_swing_lat"]
 
 
 def rho(t: int) -> int:
@@ -90,19 +90,26 @@ def lane_plan(dims: Sequence[int], start_dim: int) -> List[Tuple[int, int]]:
     return out
 
 
-@lru_cache(maxsize=128)
-def _peer_table(dims: Tuple[int, ...], start_dim: int, sign: int) -> Tuple[Tuple[int, ...], ...]:
+@lru_cache(maxsize=256)
+def dim_peer_table(dims: Tuple[int, ...], start_dim: int, sign: int,
+                   coord_peer: Callable[[int, int, int, int], int]) -> Tuple[Tuple[int, ...], ...]:
+    """``peers[s][x]`` along ``lane_plan(dims, start_dim)``: at each step only one
+    coordinate moves, to ``coord_peer(c, t, d, sign)`` (Swing's or the XOR rule)."""
     torus = Torus(dims)
-    table = []
     coords = [torus.coords(x) for x in range(torus.size)]
+    table = []
     for k, t in lane_plan(dims, start_dim):
         row = []
         for c in coords:
             cc = list(c)
-            cc[k] = swing_peer(c[k], t, dims[k], sign)
+            cc[k] = coord_peer(c[k], t, dims[k], sign)
             row.append(torus.rank(cc))
         table.append(tuple(row))
     return tuple(table)
+
+
+def _peer_table(dims: Tuple[int, ...], start_dim: int, sign: int) -> Tuple[Tuple[int, ...], ...]:
+    return dim_peer_table(dims, start_dim, sign, swing_peer)
 
 
 def _lanes(dims: Tuple[int, ...], ports: int) -> List[Tuple[str, int, int]]:
