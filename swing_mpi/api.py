@@ -8,7 +8,6 @@ and ours can never match each other.
 
 from __future__ import annotations
 
-import math
 import os
 from collections import OrderedDict
 from functools import lru_cache
@@ -20,6 +19,7 @@ from mpi4py import MPI
 from .buffers import BufferSpec, DeviceBuffer, is_in_place, numpy_dtype, parse_buffer
 from .executor import Plan
 from .schedule import ALGORITHMS, build_schedule
+from .select import choose, tuning_for_comm
 from .topology import Torus, parse_dims
 
 __all__ = ["allreduce", "iallreduce", "allreduce_init", "Request", "Intracomm", "resolve", "is_exact",
@@ -41,6 +41,8 @@ def algorithm_names() -> Tuple[str, ...]:
 class _State:
     def __init__(self, comm: MPI.Comm) -> None:
         self.comm: MPI.Intracomm = comm.Dup()
+        self.tuning = tuning_for_comm(self.comm)
+        """``auto``'s cost-model constants: read on rank 0 and broadcast, equal on all ranks."""
         self.plans: "OrderedDict[tuple, Plan]" = OrderedDict()
         self.seq = 0
         """Operations started on this communicator (the same count on every rank)."""
@@ -127,27 +129,42 @@ def _dims_for(comm: MPI.Comm, dims: Any) -> Tuple[int, ...]:
     return parse_dims(dims, p)
 
 
-def _auto(p: int, nbytes: int, exact: bool, commutative: bool) -> str:
-    """Default choice (equal on all ranks: depends on p, count, datatype, op only)."""
-    if not commutative:
-        return "recdoub"
-    steps = max(1, math.ceil(math.log2(p))) if p > 1 else 1
-    lat_bytes = nbytes * (steps if exact else p - 1)
-    return "swing-lat" if lat_bytes <= 32768 else "swing-bw"
+def resolve(algorithm: str | None, p: int, nbytes: int, op: MPI.Op, datatype: MPI.Datatype, *,
+            dims: "Tuple[int, ...] | None" = None, count: "int | None" = None, tuning: Any = None) -> str:
+    """The algorithm that really runs: env/default, ``auto``, fallbacks.
 
-
-def resolve(algorithm: str | None, p: int, nbytes: int, op: MPI.Op,
-            datatype: MPI.Datatype) -> str:
-    """The algorithm that really runs: env/default, ``auto``, fallbacks."""
+    ``auto`` is :func:`swing_mpi.select.choose`, the cost model over our schedules on
+    ``dims`` (default a ring of ``p``) with ``tuning`` (default the built-in constants;
+    :func:`allreduce` passes its communicator's, equal on all ranks).
+    """
     name = algorithm if algorithm is not None else os.environ.get("SWING_MPI_ALGORITHM", AUTO)
     if name not in algorithm_names():
         raise ValueError(f"unknown algorithm {name!r}; known: {', '.join(algorithm_names())}")
     commutative = op.Is_commutative()
     if name == AUTO:
-        return _auto(p, nbytes, is_exact(op, datatype), commutative)
+        itemsize = nbytes // count if count else max(1, datatype.extent)
+        return choose(p, dims if dims is not None else (p,), nbytes // itemsize if count is None else count,
+                      itemsize, exact=is_exact(op, datatype), commutative=commutative, tuning=tuning)
     if name != NATIVE and ALGORITHMS[name].commutative_only and not commutative:
         return "recdoub"  # documented fallback: order-preserving
     return name
+
+
+def _resolve_call(comm: MPI.Comm, algorithm: str | None, dims: Any, recv: BufferSpec,
+                  op: MPI.Op) -> Tuple[str, Tuple[int, ...]]:
+    """(algorithm, dims) of one call; dims ``()`` for native.
+
+    ``auto`` reads the communicator's tuning, which creates its state (private
+    duplicate + tuning broadcast) on first use: collective, like the call itself.
+    """
+    requested = algorithm if algorithm is not None else os.environ.get("SWING_MPI_ALGORITHM", AUTO)
+    if requested == NATIVE:
+        return NATIVE, ()
+    dims_t = _dims_for(comm, dims)  # validated even for count 0: a bad dims is a bad call
+    tuning = _state(comm).tuning if requested == AUTO else None
+    name = resolve(requested, comm.Get_size(), recv.nbytes, op, recv.datatype,
+                   dims=dims_t, count=recv.count, tuning=tuning)
+    return name, dims_t
 
 
 # -- the call ----------------------------------------------------------------------
@@ -207,11 +224,10 @@ def allreduce(comm: MPI.Intracomm, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.
     except DeviceBuffer:  # device memory: only the MPI library can reduce it
         MPI.Intracomm.Allreduce(comm, MPI.IN_PLACE if sendbuf is None else sendbuf, recvbuf, op)
         return
-    name = resolve(algorithm, comm.Get_size(), recv.nbytes, op, recv.datatype)
+    name, dims_t = _resolve_call(comm, algorithm, dims, recv, op)
     if name == NATIVE:
         MPI.Intracomm.Allreduce(comm, MPI.IN_PLACE if send is None else sendbuf, recvbuf, op)
         return
-    dims_t = _dims_for(comm, dims)  # validated even for count 0: a bad dims is a bad call
     st = _state(comm)
     seq = st.next_seq()
     if recv.count == 0:
@@ -310,10 +326,10 @@ def _nonblocking(comm: MPI.Intracomm, sendbuf: Any, recvbuf: Any, op: MPI.Op, al
                  dims: Any, *, persistent: bool) -> Any:
     try:
         send, recv = _check_args(comm, sendbuf, recvbuf, op)
-        name = resolve(algorithm, comm.Get_size(), recv.nbytes, op, recv.datatype)
     except DeviceBuffer:  # device memory: only the MPI library can reduce it
-        send, name = (None if sendbuf is None or sendbuf is MPI.IN_PLACE else sendbuf), NATIVE
-    dims_t = _dims_for(comm, dims) if name != NATIVE else ()
+        send, name, dims_t = (None if sendbuf is None or sendbuf is MPI.IN_PLACE else sendbuf), NATIVE, ()
+    else:
+        name, dims_t = _resolve_call(comm, algorithm, dims, recv, op)
     if name == NATIVE:
         sb = MPI.IN_PLACE if send is None else sendbuf
         if persistent:

@@ -863,9 +863,10 @@ def run_bench(comm, cfg: Config, *, start=None, log=None) -> Tuple[Dict[str, Any
     from mpi4py import MPI
     import numpy as np
 
-    from .api import is_exact, resolve
+    from .api import _state, is_exact, resolve
 
     dims, dims_source = _resolve_dims(comm, cfg.dims)
+    tuning = _state(comm).tuning  # what auto uses on this communicator (collective on first use)
     env = _environment(comm, cfg, dims, dims_source)
     mpi_op = getattr(MPI, _OPS[cfg.op])
     datatype = MPI.Datatype.fromcode(np.dtype(cfg.dtype).char)
@@ -883,7 +884,8 @@ def run_bench(comm, cfg: Config, *, start=None, log=None) -> Tuple[Dict[str, Any
             preps = [prepare_point(comm, mpi_op, cfg, alg, dims, pt, exact=exact) for alg in cfg.algorithms]
             results = time_point(comm, pt, preps, interleave=cfg.interleave)
             for alg, res in zip(cfg.algorithms, results):
-                resolved = alg if alg == NATIVE else resolve(alg, p, pt.nbytes, mpi_op, datatype)
+                resolved = alg if alg == NATIVE else resolve(alg, p, pt.nbytes, mpi_op, datatype, dims=dims,
+                                                             count=pt.count, tuning=tuning)
                 row = {
                     "size": pt.nbytes, "count": pt.count, "type": cfg.dtype, "redop": cfg.op,
                     "algorithm": alg, "label": label if alg == NATIVE else alg, "resolved": resolved,

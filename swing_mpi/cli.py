@@ -20,7 +20,7 @@ SUBCOMMANDS = {
     "model": ("swing_mpi.model.cli", "cost model and congestion: steps, Λ, Ψ, Ξ, goodput, crossovers"),
     "bench": ("swing_mpi.bench", "benchmark allreduce algorithms against MPI_Allreduce (run under mpiexec)"),
     "lab": ("swing_mpi.lab.cli", "build an emulated torus of rate-limited links and run MPI across it (root)"),
-    "calibrate": ("swing_mpi.calibrate", "measure α and β here and write the tuning file `auto` reads (mpiexec)"),
+    "calibrate": ("swing_mpi.calibrate", "measure α, β and γ here and write the tuning file `auto` reads (mpiexec)"),
 }
 
 
