@@ -16,15 +16,17 @@ from swing_mpi.select import (
 )
 
 SHAPES = [(4,), (2, 2), (4, 4), (16,), (2, 2, 4), (8,), (3,), (6,), (6, 4)]
+MODEL = replace(DEFAULT_TUNING, native_below_bytes=None)
+"""The default constants without the hand-off of tiny vectors to MPI: the model's own choices."""
 SIZES = [8 << i for i in range(24)]  # 8 B … 64 MiB
 
 
-def _pick(dims, nbytes, *, exact, tuning=None, commutative=True, itemsize=8):
+def _pick(dims, nbytes, *, exact, tuning=MODEL, commutative=True, itemsize=8):
     return choose(math.prod(dims), dims, max(1, nbytes // itemsize), itemsize, exact=exact,
                   commutative=commutative, tuning=tuning)
 
 
-def _crossover(dims, *, exact, tuning=None):
+def _crossover(dims, *, exact, tuning=MODEL):
     """The first size at which swing-bw wins (None if it never does up to 64 MiB)."""
     for n in SIZES:
         if _pick(dims, n, exact=exact, tuning=tuning) == "swing-bw":
@@ -62,7 +64,7 @@ def test_three_ranks():
     assert features("swing-bw", (3,), 100, 8, True).steps == 2
     assert features("swing-bw", (3,), 100, 8, True).lane_steps == 4
     assert features("swing-bw", (3,), 1, 8, True).lane_steps == 2
-    conc = replace(DEFAULT_TUNING, concurrent_lanes=True)
+    conc = replace(MODEL, concurrent_lanes=True)
     assert {_pick((3,), n, exact=e, tuning=conc) for n in SIZES for e in (True, False)} == {"swing-bw"}
     assert _pick((3,), 8, exact=True) == "swing-bw"
     assert _pick((3,), 16, exact=True) == "swing-lat"
@@ -80,7 +82,7 @@ def _from_full_lanes(dims):
 def test_monotone_once_bw_always_bw(dims, exact, concurrent):
     """Once swing-bw wins, larger vectors keep it (from the size where all its lanes carry data;
     for power-of-two shapes from one element on)."""
-    tuning = replace(DEFAULT_TUNING, concurrent_lanes=concurrent)
+    tuning = replace(MODEL, concurrent_lanes=concurrent)
     sizes = SIZES if math.prod(dims) & (math.prod(dims) - 1) == 0 else _from_full_lanes(dims)
     picks = [_pick(dims, n, exact=exact, tuning=tuning) for n in sizes]
     assert set(picks) <= {"swing-lat", "swing-bw"}
@@ -139,8 +141,9 @@ def test_dims_must_match_p():
 
 
 def test_degenerate_inputs():
-    assert choose(1, (1,), 100, 8, exact=True, commutative=True) == "swing-lat"
-    assert choose(4, (4,), 0, 8, exact=False, commutative=True) == "swing-lat"
+    assert choose(1, (1,), 100, 8, exact=True, commutative=True, tuning=MODEL) == "swing-lat"
+    assert choose(4, (4,), 0, 8, exact=False, commutative=True, tuning=MODEL) == "swing-lat"
+    assert choose(4, (4,), 0, 8, exact=False, commutative=True) == "native"  # defaults: tiny -> MPI
 
 
 def test_native_only_when_tuning_allows():
@@ -153,7 +156,7 @@ def test_native_only_when_tuning_allows():
     assert _pick((4,), 1016, exact=True, tuning=t) == "native"
     assert _pick((4,), 1024, exact=True, tuning=t) == "swing-lat"  # below, not at
     assert _pick((4,), 16 << 20, exact=True, tuning=t) == "swing-bw"
-    t0 = replace(DEFAULT_TUNING, native_below_bytes=0)
+    t0 = replace(MODEL, native_below_bytes=0)
     assert _pick((4,), 8, exact=True, tuning=t0) == "swing-lat"
 
 
@@ -171,8 +174,8 @@ def test_lane_modes_price_lanes_differently():
     """Serial lanes make swing-bw's 2D lanes cost more: it wins later than with concurrent lanes."""
     for dims in [(4, 4), (2, 2, 4), (16,)]:
         for exact in (True, False):
-            serial = _crossover(dims, exact=exact, tuning=replace(DEFAULT_TUNING, concurrent_lanes=False))
-            conc = _crossover(dims, exact=exact, tuning=replace(DEFAULT_TUNING, concurrent_lanes=True))
+            serial = _crossover(dims, exact=exact, tuning=replace(MODEL, concurrent_lanes=False))
+            conc = _crossover(dims, exact=exact, tuning=replace(MODEL, concurrent_lanes=True))
             assert conc <= serial
 
 
@@ -239,7 +242,7 @@ def test_defaults_without_files(clean_env):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert load_tuning() is DEFAULT_TUNING
-    assert DEFAULT_TUNING.native_below_bytes is None
+    assert DEFAULT_TUNING.native_below_bytes == 1024  # tiny vectors go to MPI_Allreduce
     assert DEFAULT_TUNING.alpha > 0 and DEFAULT_TUNING.beta > 0 and DEFAULT_TUNING.gamma >= 0
 
 
@@ -404,7 +407,7 @@ def test_tuning_pickles():
 
 def test_auto_table_markdown():
     sizes = [8, 1 << 10, 1 << 20, 16 << 20]
-    text = auto_table([4, (2, 2), "4x4", 16, (2, 2, 4)], sizes)
+    text = auto_table([4, (2, 2), "4x4", 16, (2, 2, 4)], sizes, tuning=MODEL)
     lines = text.splitlines()
     assert len(lines) == 2 + len(sizes)
     head = [c.strip() for c in lines[0].strip("|").split("|")]
@@ -417,6 +420,8 @@ def test_auto_table_markdown():
     assert all(c in ("swing-lat", "swing-bw") for r in rows for c in r[1:])
     assert rows[0][1:] == ["swing-lat"] * 5
     assert rows[-1][1:] == ["swing-bw"] * 5
+    with_defaults = auto_table([4, (2, 2)], [8, 1 << 10])
+    assert "native" in with_defaults.splitlines()[2] and "native" not in with_defaults.splitlines()[3]
     for r, n in zip(rows, sizes):
         for c, dims in zip(r[1:], [(4,), (2, 2), (4, 4), (16,), (2, 2, 4)]):
             assert c == _pick(dims, n, exact=False)
