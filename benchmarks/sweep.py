@@ -32,7 +32,6 @@ import json
 import math
 import os
 import shlex
-import signal
 import subprocess
 import sys
 import time
@@ -47,6 +46,7 @@ from swing_mpi.bench import (
     FIELDS, add_model_times, add_vs_native, format_table, parse_algorithms, parse_sizes, plot_results,
     read_results, write_csv, write_json,
 )
+from swing_mpi.lab.netns import _kill_group
 from swing_mpi.topology import parse_dims
 
 MPICH_VAR = "MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM"
@@ -187,19 +187,6 @@ def _run_tee(argv: Sequence[str], env: Dict[str, str], log_path: str, timeout: f
         except BaseException:
             _kill_group(proc)
             raise
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(proc.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            return
-        try:
-            proc.wait(timeout=5)
-            return
-        except subprocess.TimeoutExpired:
-            continue
 
 
 def merge(launches: Sequence[Launch]) -> Tuple[Dict[str, object], List[Dict[str, object]]]:

@@ -31,7 +31,6 @@ of place, 1 in place, plus 1 vector of allowance for temporaries, plus
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 import tracemalloc

@@ -73,13 +73,13 @@ CONTROL = "mpi4py"
 # -- driver ---------------------------------------------------------------------------------
 
 def find_mpiexec() -> str:
-    here = Path(sys.executable).parent / "mpiexec"
-    if here.exists():
-        return str(here)
-    found = shutil.which("mpiexec")
-    if not found:
-        sys.exit("mpi4py_suite: no mpiexec found (pip install mpich, or put a system MPI on PATH)")
-    return found
+    """``mpiexec`` next to this Python (the ``mpich`` wheel's), else on PATH."""
+    from swing_mpi.lab.netns import LabUnavailable, find_mpiexec as _find
+
+    try:
+        return _find()
+    except LabUnavailable as e:
+        sys.exit(f"mpi4py_suite: {e}")
 
 
 def cache_dir(arg: "str | None") -> Path:

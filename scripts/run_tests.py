@@ -25,13 +25,13 @@ SIZES = [1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 16]
 
 
 def find_mpiexec() -> str:
-    here = Path(sys.executable).parent / "mpiexec"
-    if here.exists():
-        return str(here)
-    found = shutil.which("mpiexec")
-    if not found:
-        sys.exit("run_tests: no mpiexec found (pip install mpich, or put a system MPI on PATH)")
-    return found
+    """``mpiexec`` next to this Python (the ``mpich`` wheel's), else on PATH."""
+    from swing_mpi.lab.netns import LabUnavailable, find_mpiexec as _find
+
+    try:
+        return _find()
+    except LabUnavailable as e:
+        sys.exit(f"run_tests: {e}")
 
 
 def counts(text: str) -> tuple[int, int]:

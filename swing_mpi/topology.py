@@ -16,12 +16,13 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Iterable, Sequence, Tuple, Union
 
-__all__ = ["Torus", "DimsLike", "parse_dims", "balanced_dims"]
+__all__ = ["Torus", "DimsLike", "parse_dims", "balanced_dims", "prime_factors"]
 
 DimsLike = Union["Torus", str, int, Sequence[int], None]
 
 
-def _prime_factors(n: int) -> list[int]:
+def prime_factors(n: int) -> list[int]:
+    """Prime factors of ``n``, ascending, with repeats."""
     out, f = [], 2
     while f * f <= n:
         while n % f == 0:
@@ -44,7 +45,7 @@ def balanced_dims(p: int, ndims: int) -> Tuple[int, ...]:
     if ndims < 1:
         raise ValueError(f"number of dimensions must be >= 1, got {ndims}")
     dims = [1] * ndims
-    for f in sorted(_prime_factors(p), reverse=True):
+    for f in sorted(prime_factors(p), reverse=True):
         i = dims.index(min(dims))
         dims[i] *= f
     return tuple(sorted(dims, reverse=True))

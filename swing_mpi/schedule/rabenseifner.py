@@ -40,7 +40,6 @@ Cost (n bytes, L = log2 p'):
 
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import Callable, List, Tuple
 
 from ..blocks import split, split_range

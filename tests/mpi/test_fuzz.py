@@ -48,6 +48,7 @@ import pytest
 from mpi4py import MPI
 
 import swing_mpi
+from swing_mpi.topology import prime_factors
 from swing_mpi import ALGORITHMS
 
 pytestmark = pytest.mark.mpi
@@ -96,25 +97,13 @@ def pair_dtype(name: str) -> np.dtype:
 
 # -- case generation (rank 0) ---------------------------------------------------------------
 
-def _factor(n: int) -> "list[int]":
-    out, f = [], 2
-    while f * f <= n:
-        while n % f == 0:
-            out.append(f)
-            n //= f
-        f += 1
-    if n > 1:
-        out.append(n)
-    return out
-
-
 def random_dims(rng: np.random.Generator, p: int) -> "tuple[int, ...] | None":
     """A random factorisation of p into 1–3 sides (sides of 1 allowed), random order; or None."""
     if rng.random() < 0.1:
         return None
     k = int(rng.integers(1, 4))
     sides = [1] * k
-    for f in _factor(p):
+    for f in prime_factors(p):
         sides[int(rng.integers(k))] *= f
     if rng.random() < 0.7 and k > 1:  # mostly without sides of 1, which are a corner case
         nz = [s for s in sides if s > 1]
