@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from collections import OrderedDict
+from dataclasses import replace
 from functools import lru_cache
 from typing import Any, Tuple
 
@@ -19,7 +20,7 @@ from mpi4py import MPI
 from .buffers import BufferSpec, DeviceBuffer, is_in_place, numpy_dtype, parse_buffer
 from .executor import Plan
 from .schedule import ALGORITHMS, build_schedule
-from .select import choose, tuning_for_comm
+from .select import DEFAULT_TUNING, choose, tuning_for_comm
 from .topology import Torus, parse_dims
 
 __all__ = ["allreduce", "iallreduce", "allreduce_init", "Request", "Intracomm", "resolve", "is_exact",
@@ -143,11 +144,26 @@ def resolve(algorithm: str | None, p: int, nbytes: int, op: MPI.Op, datatype: MP
     commutative = op.Is_commutative()
     if name == AUTO:
         itemsize = nbytes // count if count else max(1, datatype.extent)
-        return choose(p, dims if dims is not None else (p,), nbytes // itemsize if count is None else count,
-                      itemsize, exact=is_exact(op, datatype), commutative=commutative, tuning=tuning)
+        n = nbytes // itemsize if count is None else count
+        shape = dims if dims is not None else (p,)
+        exact = is_exact(op, datatype)
+        pick = choose(p, shape, n, itemsize, exact=exact, commutative=commutative, tuning=tuning)
+        if pick == NATIVE and not _native_bit_identical(op, datatype, exact):
+            # the MPI library may combine in a different order on different ranks (seen with
+            # MPICH: float MIN/MAX with +0.0 and -0.0 mixed); ours are bit-identical everywhere
+            pick = choose(p, shape, n, itemsize, exact=exact, commutative=commutative,
+                          tuning=replace(tuning or DEFAULT_TUNING, native_below_bytes=None))
+        return pick
     if name != NATIVE and ALGORITHMS[name].commutative_only and not commutative:
         return "recdoub"  # documented fallback: order-preserving
     return name
+
+
+def _native_bit_identical(op: MPI.Op, datatype: MPI.Datatype, exact: bool) -> bool:
+    """Whether any MPI gives the same bits on every rank: exact ops, and floating-point
+    SUM/PROD (IEEE addition and multiplication are commutative, so a pairwise combine
+    gives the same bits on both partners)."""
+    return exact or (op == MPI.SUM or op == MPI.PROD) and numpy_dtype(datatype) is not None
 
 
 def _resolve_call(comm: MPI.Comm, algorithm: str | None, dims: Any, recv: BufferSpec,
