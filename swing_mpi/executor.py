@@ -134,7 +134,7 @@ class _Xfer:
     __slots__ = ("peer", "send", "recv", "action", "peer_first", "send_buf", "recv_buf",
                  "send_elems", "recv_elems", "direct_send", "direct_recv")
 
-    def __init__(self, t, ext: int, work_len: int) -> None:
+    def __init__(self, t, ext: int) -> None:
         self.peer = t.peer
         self.send = [(a * ext, b * ext) for a, b in t.send]
         self.recv = [(a * ext, b * ext) for a, b in t.recv]
@@ -169,7 +169,7 @@ class Plan:
             steps = []
             need = 0
             for st in lane:
-                xs = [_Xfer(t, ext, self.work_bytes) for t in st.transfers]
+                xs = [_Xfer(t, ext) for t in st.transfers]
                 sent = [r for x in xs for r in x.send]
                 for x in xs:  # never receive straight into bytes that this step also sends
                     if x.direct_recv and any(a < d and c < b for a, b in x.recv for c, d in sent):
