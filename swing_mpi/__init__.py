@@ -28,5 +28,7 @@ from .topology import Torus
 def __getattr__(name: str) -> Any:  # the MPI side is imported on first use
     if name in ("allreduce", "iallreduce", "allreduce_init", "Request", "Intracomm"):
         from . import api
-        return getattr(api, name)
+        value = getattr(api, name)
+        globals()[name] = value  # later lookups are plain module attributes (this hook cost 2 µs a call)
+        return value
     raise AttributeError(f"module 'swing_mpi' has no attribute {name!r}")

@@ -10,7 +10,8 @@ Measurement (OSU / nccl-tests style). Sizes are the outer loop. For each
 size, every algorithm gets one checked call and ``--warmup`` calls, then the
 timed calls run round robin (iteration ``i`` of every algorithm, then
 ``i+1``; ``--blocked`` for one algorithm after the other), so machine noise
-hits all algorithms of a size alike. Each timed call is bracketed by
+hits all algorithms of a size alike. Each algorithm has its own send and
+receive arrays, as each call site of an application has. Each timed call is bracketed by
 ``comm.Barrier()``; an iteration's time is the maximum over ranks (the local
 times are reduced with MAX after the loop). ``iters`` shrinks for large or
 slow points (at most ``--max-bytes`` moved and about ``--max-time`` seconds
@@ -710,7 +711,13 @@ def _make_input(np, dtype, count: int, rank: int, seed: int, op: str):
 
 
 class _Point:
-    """One (size, place) of a run: the input, the reference and the buffers, shared by all algorithms."""
+    """One (size, place) of a run: the input and the reference, shared by all algorithms.
+
+    Each algorithm gets its own send and receive arrays (:meth:`buffers`), as each
+    call site of an application has: what a library caches per buffer (ours: the
+    checks and choice of a repeated call; MPI's: memory registrations) then sees
+    the same calls as in the application, not algorithms taking turns on one array.
+    """
 
     def __init__(self, np, comm, mpi_op, cfg: Config, nbytes: int, place: str) -> None:
         self.np = np
@@ -719,29 +726,31 @@ class _Point:
         self.nbytes = self.count * self.dtype.itemsize
         self.place = place
         self.input = _make_input(np, self.dtype, self.count, comm.Get_rank(), cfg.seed, cfg.op)
-        self.send = self.input.copy()
-        self.recv = np.empty_like(self.input)
         self.ref = np.empty_like(self.input)
         if cfg.check:
             comm.Allreduce(self.input, self.ref, mpi_op)
 
+    def buffers(self):
+        """A fresh (send, recv) pair: send holds the input, recv is uninitialised."""
+        return self.input.copy(), self.np.empty_like(self.input)
 
-def _call(comm, mpi_op, alg: str, dims, pt: _Point):
-    """A zero-argument callable doing one allreduce of ``pt`` with ``alg``."""
+
+def _call(comm, mpi_op, alg: str, dims, pt: _Point, send, recv):
+    """A zero-argument callable doing one allreduce of ``pt`` with ``alg`` on these arrays."""
     from mpi4py import MPI
 
     from .api import allreduce
 
-    send = MPI.IN_PLACE if pt.place == "in" else pt.send
-    recv = pt.recv
+    if pt.place == "in":
+        send = MPI.IN_PLACE
     if alg == NATIVE:
         return lambda: comm.Allreduce(send, recv, mpi_op)
     return lambda: allreduce(comm, send, recv, mpi_op, algorithm=alg, dims=dims)
 
 
-def _count_wrong(np, comm, pt: _Point, exact: bool) -> int:
+def _count_wrong(np, comm, pt: _Point, send, recv, exact: bool) -> int:
     """Wrong elements on this rank: vs the reference, vs rank 0's bits, a modified send buffer."""
-    res = pt.recv
+    res = recv
     if exact or pt.dtype.kind not in "fc":
         bad = res != pt.ref
     else:
@@ -753,7 +762,7 @@ def _count_wrong(np, comm, pt: _Point, exact: bool) -> int:
     differ = np.any(res.view(np.uint8).reshape(-1, isz) != r0.view(np.uint8).reshape(-1, isz), axis=1)
     n = int(np.count_nonzero(bad | differ))
     if pt.place == "out":
-        n += int(np.count_nonzero(pt.send.view(np.uint8).reshape(-1, isz)
+        n += int(np.count_nonzero(send.view(np.uint8).reshape(-1, isz)
                                   != pt.input.view(np.uint8).reshape(-1, isz)))
     return n
 
@@ -768,20 +777,21 @@ def _poison(np, a) -> None:
 class _Prepared:
     """An algorithm on a point after its checked call and warmup: what to time, how often."""
 
-    __slots__ = ("alg", "call", "wrong", "iters", "times")
+    __slots__ = ("alg", "call", "recv", "wrong", "iters", "times")
 
-    def __init__(self, alg: str, call, wrong: int, iters: int) -> None:
+    def __init__(self, alg: str, call, recv, wrong: int, iters: int) -> None:
         self.alg = alg
         self.call = call
+        self.recv = recv
         self.wrong = wrong
         self.iters = iters
         self.times: List[float] = []
 
 
-def _timed(comm, pt: _Point, call) -> float:
-    """One call between a barrier and the clock (in place: the input restored first)."""
+def _timed(comm, pt: _Point, call, recv) -> float:
+    """One call between a barrier and the clock (in place: the input restored into ``recv`` first)."""
     if pt.place == "in":
-        pt.recv[...] = pt.input
+        recv[...] = pt.input
     comm.Barrier()
     t0 = time.perf_counter()
     call()
@@ -793,17 +803,18 @@ def prepare_point(comm, mpi_op, cfg: Config, alg: str, dims, pt: _Point, *, exac
     from mpi4py import MPI
     import numpy as np
 
-    call = _call(comm, mpi_op, alg, dims, pt)
+    send, recv = pt.buffers()
+    call = _call(comm, mpi_op, alg, dims, pt, send, recv)
     wrong = -1
-    _poison(np, pt.recv)  # a result that is never written is caught
-    t_first = _timed(comm, pt, call)
+    _poison(np, recv)  # a result that is never written is caught
+    t_first = _timed(comm, pt, call, recv)
     if cfg.check:
-        wrong = comm.allreduce(_count_wrong(np, comm, pt, exact), op=MPI.SUM)
-    warm = [_timed(comm, pt, call) for _ in range(cfg.warmup)]
+        wrong = comm.allreduce(_count_wrong(np, comm, pt, send, recv, exact), op=MPI.SUM)
+    warm = [_timed(comm, pt, call, recv) for _ in range(cfg.warmup)]
     est = comm.allreduce(float(np.median(warm)) if warm else t_first, op=MPI.MAX)
     iters = iterations_for(pt.nbytes, cfg.iters, max_bytes=cfg.max_bytes, seconds_per_call=est,
                            max_time=cfg.max_time)
-    return _Prepared(alg, call, int(wrong), iters)
+    return _Prepared(alg, call, recv, int(wrong), iters)
 
 
 def time_point(comm, pt: _Point, preps: Sequence[_Prepared], *, interleave: bool = True) -> List[Dict[str, Any]]:
@@ -820,10 +831,10 @@ def time_point(comm, pt: _Point, preps: Sequence[_Prepared], *, interleave: bool
         for i in range(max((q.iters for q in preps), default=0)):
             for q in preps:
                 if i < q.iters:
-                    q.times.append(_timed(comm, pt, q.call))
+                    q.times.append(_timed(comm, pt, q.call, q.recv))
     else:
         for q in preps:
-            q.times = [_timed(comm, pt, q.call) for _ in range(q.iters)]
+            q.times = [_timed(comm, pt, q.call, q.recv) for _ in range(q.iters)]
     flat = np.array([t for q in preps for t in q.times], np.float64)
     comm.Allreduce(MPI.IN_PLACE, flat, MPI.MAX)  # an iteration takes as long as its slowest rank
     p = comm.Get_size()

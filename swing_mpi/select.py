@@ -131,7 +131,7 @@ DEFAULT_TUNING = Tuning(
     alpha=91e-6,
     beta=1.72e-9,
     gamma=0.058e-9,
-    native_below_bytes=1024,
+    native_below_bytes=2048,
     source="defaults (2-core VM, shared-memory MPICH 5.0.2 from PyPI, p=4; see swing_mpi/select.py)",
     concurrent_lanes=False,
 )
@@ -148,10 +148,11 @@ Serial lanes fit better (30.6 % against 38.6 % rms error) and choose better
 per rank handles its lanes one after the other. α is large because four
 ranks share two cores: a step waits until its peer is scheduled. Single runs
 gave α 90…370 µs and β 0.9…1.9 ns/B depending on the machine's load.
-``native_below_bytes`` is 1 KiB: below that every algorithm is pure latency,
-Swing's shorter paths buy nothing, and our Python per-call work (about 13 µs
-at p = 2, measured) exceeds MPICH's whole call (about 6 µs) on any machine,
-so tiny vectors go to ``MPI_Allreduce``. MPICH also beat ours on that machine
+``native_below_bytes`` is 2 KiB (vectors up to 1 KiB go to ``MPI_Allreduce``):
+there every algorithm is pure latency, Swing's shorter paths buy nothing, and
+our per-call floor (a Python call, two posted messages and a Python-level
+wait: about 10 µs for swing-lat at p = 2, measured) is more than twice MPICH's
+whole call there (about 4 µs). MPICH also beat ours on that machine
 up to about 32–512 KiB (by up to 2×), but how the MPI library compares with
 our schedules there differs from machine to machine (on the emulated torus
 Swing wins from 256 KiB): only a calibration on the machine itself raises it."""

@@ -67,15 +67,15 @@ def test_bench_counts_wrong_results(monkeypatch):
     comm = MPI.COMM_WORLD
     real = bench._call
 
-    def broken(comm_, mpi_op, alg, dims, pt):
-        call = real(comm_, mpi_op, alg, dims, pt)
+    def broken(comm_, mpi_op, alg, dims, pt, send, recv):
+        call = real(comm_, mpi_op, alg, dims, pt, send, recv)
         if alg == "native":
             return call
 
         def run():
             call()
             if comm_.Get_rank() == 1:
-                pt.recv[:2] += 1  # two wrong elements on rank 1
+                recv[:2] += 1  # two wrong elements on rank 1
         return run
 
     monkeypatch.setattr(bench, "_call", broken)

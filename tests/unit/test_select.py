@@ -242,7 +242,7 @@ def test_defaults_without_files(clean_env):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert load_tuning() is DEFAULT_TUNING
-    assert DEFAULT_TUNING.native_below_bytes == 1024  # tiny vectors go to MPI_Allreduce
+    assert DEFAULT_TUNING.native_below_bytes == 2048  # vectors up to 1 KiB go to MPI_Allreduce
     assert DEFAULT_TUNING.alpha > 0 and DEFAULT_TUNING.beta > 0 and DEFAULT_TUNING.gamma >= 0
 
 
@@ -420,8 +420,9 @@ def test_auto_table_markdown():
     assert all(c in ("swing-lat", "swing-bw") for r in rows for c in r[1:])
     assert rows[0][1:] == ["swing-lat"] * 5
     assert rows[-1][1:] == ["swing-bw"] * 5
-    with_defaults = auto_table([4, (2, 2)], [8, 1 << 10])
-    assert "native" in with_defaults.splitlines()[2] and "native" not in with_defaults.splitlines()[3]
+    with_defaults = auto_table([4, (2, 2)], [8, 1 << 10, 2 << 10])
+    lines = with_defaults.splitlines()
+    assert "native" in lines[2] and "native" in lines[3] and "native" not in lines[4]
     for r, n in zip(rows, sizes):
         for c, dims in zip(r[1:], [(4,), (2, 2), (4, 4), (16,), (2, 2, 4)]):
             assert c == _pick(dims, n, exact=False)

@@ -1,0 +1,188 @@
+"""The repeat path: a call on the same numpy arrays as an earlier one skips checks and choice.
+
+Every test changes what the earlier call saw (values, dtype, size, writability,
+algorithm, op, the arrays themselves) and checks that the next call is still
+exactly ``comm.Allreduce``'s result, or the same error the first call would raise.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+import swing_mpi
+from swing_mpi import api
+
+pytestmark = pytest.mark.mpi
+
+WORLD = MPI.COMM_WORLD
+P = WORLD.Get_size()
+R = WORLD.Get_rank()
+
+ALGS = ["native", "auto", "swing-bw", "swing-lat", "recdoub", "ring"]
+
+
+def _ref(x, op=MPI.SUM):
+    out = np.empty_like(x)
+    WORLD.Allreduce(x, out, op)
+    return out
+
+
+def _same_everywhere(a):
+    b = a.copy()
+    WORLD.Bcast(b, root=0)
+    return np.array_equal(a.view(np.uint8), b.view(np.uint8))
+
+
+@pytest.fixture
+def slow_calls(monkeypatch):
+    """Counts the calls that took the full (checking) path."""
+    n = [0]
+    orig = api._check_args
+
+    def counting(*a):
+        n[0] += 1
+        return orig(*a)
+
+    monkeypatch.setattr(api, "_check_args", counting)
+    return n
+
+
+@pytest.mark.parametrize("alg", ALGS)
+@pytest.mark.parametrize("in_place", [False, True])
+@pytest.mark.parametrize("n", [1, 5, 1000])
+def test_repeated_calls_take_the_repeat_path_and_stay_right(alg, in_place, n, slow_calls):
+    x = np.empty(n, np.int64)
+    y = np.empty(n, np.int64)
+    for it in range(5):
+        x[...] = np.arange(n) * (R + 1) + it  # new values every call
+        ref = _ref(x)
+        if in_place:
+            y[...] = x
+            swing_mpi.allreduce(WORLD, MPI.IN_PLACE, y, algorithm=alg)
+        else:
+            swing_mpi.allreduce(WORLD, x, y, algorithm=alg)
+            assert np.array_equal(x, np.arange(n) * (R + 1) + it)  # input untouched
+        assert np.array_equal(y, ref), (alg, it)
+    assert slow_calls[0] == 1, "only the first call should check and choose"
+
+
+@pytest.mark.parametrize("alg", ["native", "swing-bw"])
+def test_float_results_stay_bit_identical(alg):
+    rng = np.random.default_rng(R)
+    x = rng.standard_normal(777)
+    y = np.empty_like(x)
+    for _ in range(3):
+        x[...] = rng.standard_normal(777)
+        swing_mpi.allreduce(WORLD, x, y, algorithm=alg)
+        assert np.allclose(y, _ref(x), rtol=1e-12, atol=1e-12)
+        assert _same_everywhere(y)
+
+
+def test_alternating_buffers_and_algorithms(slow_calls):
+    bufs = [(np.full(3, R + k, np.int64), np.empty(3, np.int64)) for k in range(3)]
+    for it in range(4):
+        for k, (x, y) in enumerate(bufs):
+            alg = ALGS[(it + k) % 2 + 2]  # swing-bw / swing-lat by turns on each pair
+            swing_mpi.allreduce(WORLD, x, y, algorithm=alg)
+            assert np.array_equal(y, np.full(3, P * (P - 1) // 2 + P * k))
+    # a pair's record follows its latest algorithm: every call changed it, so all were slow
+    assert slow_calls[0] == 12
+
+
+def test_dtype_changed_in_place_is_seen():
+    x = np.arange(4, dtype=np.int64) + R
+    y = np.empty(4, np.int64)
+    swing_mpi.allreduce(WORLD, x, y, algorithm="auto")
+    x.dtype = np.float64  # same bytes, now doubles (tiny positive subnormals)
+    y.dtype = np.float64
+    x[...] = np.arange(4) + R + 0.5
+    swing_mpi.allreduce(WORLD, x, y, algorithm="auto")
+    assert np.allclose(y, _ref(x))
+    assert _same_everywhere(y)
+
+
+@pytest.mark.parametrize("alg", ["native", "swing-bw"])
+def test_size_cannot_change_in_place_under_a_record(alg):
+    # numpy refuses ndarray.resize on an array with weak references (our records), even with
+    # refcheck=False, so the size the record saw stays true; new arrays are the way to grow
+    x = np.full(4, R, np.int64)
+    y = np.empty(4, np.int64)
+    swing_mpi.allreduce(WORLD, x, y, algorithm=alg)
+    with pytest.raises(ValueError, match="resize"):
+        x.resize(9, refcheck=False)
+    x, y = np.resize(x, 9), np.empty(9, np.int64)
+    x[...] = R + 1
+    swing_mpi.allreduce(WORLD, x, y, algorithm=alg)
+    assert np.array_equal(y, np.full(9, P * (P + 1) // 2))
+
+
+@pytest.mark.parametrize("alg", ["native", "auto", "swing-bw"])
+def test_recvbuf_made_read_only_raises_before_communicating(alg):
+    x = np.ones(8)
+    y = np.empty(8)
+    swing_mpi.allreduce(WORLD, x, y, algorithm=alg)
+    y.flags.writeable = False
+    with pytest.raises((ValueError, BufferError)):
+        swing_mpi.allreduce(WORLD, x, y, algorithm=alg)
+    y.flags.writeable = True
+    swing_mpi.allreduce(WORLD, x, y, algorithm=alg)  # and nothing is left half-posted
+    assert np.array_equal(y, np.full(8, float(P)))
+
+
+def test_other_send_buffer_or_op_is_not_the_repeat():
+    x1 = np.full(5, R + 1, np.int64)
+    x2 = np.full(5, 2 * (R + 1), np.int64)
+    y = np.empty(5, np.int64)
+    for alg in ["native", "swing-bw"]:
+        swing_mpi.allreduce(WORLD, x1, y, algorithm=alg)
+        assert np.array_equal(y, _ref(x1))
+        swing_mpi.allreduce(WORLD, x2, y, algorithm=alg)
+        assert np.array_equal(y, _ref(x2))
+        swing_mpi.allreduce(WORLD, x2, y, MPI.MAX, algorithm=alg)
+        assert np.array_equal(y, _ref(x2, MPI.MAX))
+        y[...] = x1
+        swing_mpi.allreduce(WORLD, None, y, algorithm=alg)
+        assert np.array_equal(y, _ref(x1))
+
+
+def test_overlap_is_still_refused_after_a_good_call():
+    big = np.arange(10, dtype=np.int64)
+    y = np.empty(5, np.int64)
+    swing_mpi.allreduce(WORLD, big[:5], y, algorithm="swing-bw")
+    with pytest.raises(ValueError, match="overlap"):
+        swing_mpi.allreduce(WORLD, big[:5], big[3:8], algorithm="swing-bw")
+
+
+def test_new_arrays_every_call_and_many_buffers():
+    for k in range(300):  # more than the records kept: they are dropped, results stay right
+        x = np.full(2, R + k, np.int64)
+        y = np.empty(2, np.int64)
+        swing_mpi.allreduce(WORLD, x, y, algorithm="swing-lat" if k % 2 else "auto")
+        assert np.array_equal(y, np.full(2, P * (P - 1) // 2 + P * k))
+    assert len(api._repeats) <= api._REPEATS_MAX
+
+
+def test_records_hold_no_array_alive():
+    import gc
+    import weakref
+
+    x = np.ones(16)
+    y = np.empty(16)
+    swing_mpi.allreduce(WORLD, x, y, algorithm="swing-bw")
+    wx, wy = weakref.ref(x), weakref.ref(y)
+    del x, y
+    gc.collect()
+    assert wx() is None and wy() is None
+
+
+def test_freed_communicator_raises_not_hangs():
+    for alg in ["native", "swing-bw"]:
+        c = WORLD.Dup()
+        x = np.ones(4)
+        y = np.empty(4)
+        swing_mpi.allreduce(c, x, y, algorithm=alg)
+        c.Free()
+        with pytest.raises((TypeError, MPI.Exception)):
+            swing_mpi.allreduce(c, x, y, algorithm=alg)
