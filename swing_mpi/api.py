@@ -247,18 +247,24 @@ class _Repeat:
                  "sdtype", "ssize", "datatype", "st", "plan", "native")
 
 
-def _dead() -> object:
-    return _dead
-
-
-_NO_REPEAT = _Repeat()
-_NO_REPEAT.recv = _dead  # matches no buffer
-_NO_REPEAT.comm = _dead  # nor any communicator
-_last: _Repeat = _NO_REPEAT
-"""The latest call's record: the usual loop repeats one call (a dict lookup costs 0.15 µs)."""
 _repeats: "dict[int, _Repeat]" = {}
-"""Keyed by ``id(recvbuf)``; verified by identity on lookup."""
+"""Keyed by ``id(recvbuf)``. A record leaves as soon as its receive or send array
+is garbage (weak reference callbacks run before the memory can be reused), so a
+record found under ``id(recvbuf)`` is this very array's, without calling its weak
+reference."""
 _REPEATS_MAX = 256
+
+
+def _forget_recv(ref: "weakref.ref", key: int) -> None:
+    r = _repeats.get(key)
+    if r is not None and r.recv is ref:
+        del _repeats[key]
+
+
+def _forget_send(ref: "weakref.ref", key: int) -> None:
+    r = _repeats.get(key)
+    if r is not None and r.send is ref:
+        del _repeats[key]
 
 
 def _remember(comm: Any, sendbuf: Any, recvbuf: Any, op: MPI.Op, algorithm: Any, dims: Any,
@@ -271,10 +277,11 @@ def _remember(comm: Any, sendbuf: Any, recvbuf: Any, op: MPI.Op, algorithm: Any,
         return
     if not (algorithm is None or type(algorithm) is str) or not (dims is None or type(dims) in (str, tuple)):
         return  # a list of dims could change between calls
+    key = id(recvbuf)
     r = _Repeat()
-    r.recv = weakref.ref(recvbuf)
+    r.recv = weakref.ref(recvbuf, lambda ref: _forget_recv(ref, key))
     r.in_place = sendbuf if in_place else None
-    r.send = None if in_place else weakref.ref(sendbuf)
+    r.send = None if in_place else weakref.ref(sendbuf, lambda ref: _forget_send(ref, key))
     r.sdtype = None if in_place else sendbuf.dtype
     r.ssize = None if in_place else sendbuf.size
     r.comm, r.op, r.algorithm, r.dims = comm, op, algorithm, dims
@@ -285,9 +292,7 @@ def _remember(comm: Any, sendbuf: Any, recvbuf: Any, op: MPI.Op, algorithm: Any,
     r.native = MPI.Intracomm.Allreduce.__get__(comm)  # not comm.Allreduce: Intracomm overrides it
     if len(_repeats) >= _REPEATS_MAX:
         _repeats.clear()
-    _repeats[id(recvbuf)] = r
-    global _last
-    _last = r
+    _repeats[key] = r
 
 
 def allreduce(comm: MPI.Intracomm, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.SUM, *,
@@ -313,15 +318,8 @@ def allreduce(comm: MPI.Intracomm, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.
     earlier one reuses that call's checks and choice: it costs about 0.3 µs more
     than ``comm.Allreduce`` when ``native`` runs (see :class:`_Repeat`).
     """
-    global _last
-    r = _last
-    if r.recv() is not recvbuf:  # not the latest call's buffer: any earlier call's?
-        r = _repeats.get(id(recvbuf), _NO_REPEAT)
-        if r.recv() is recvbuf:
-            _last = r
-        else:
-            r = _NO_REPEAT
-    if (r.comm is comm and r.op is op and r.algorithm is algorithm and r.dims is dims
+    r = _repeats.get(id(recvbuf))
+    if (r is not None and r.comm is comm and r.op is op and r.algorithm is algorithm and r.dims is dims
             and recvbuf.dtype is r.rdtype
             and (sendbuf is r.in_place if r.send is None else r.send() is sendbuf)):
         if r.plan is None:
