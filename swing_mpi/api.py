@@ -351,7 +351,8 @@ def allreduce(comm: MPI.Intracomm, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.
         return
     plan = _plan(st, comm, name, dims_t, recv, op, cached=True)
     plan.run(recv.data, None if send is None else send.data, seq=seq)
-    _remember(comm, sendbuf, recvbuf, op, algorithm, dims, recv.datatype, st, plan)
+    if recv.datatype.is_predefined and op.is_predefined:  # the plan is cached (see _plan)
+        _remember(comm, sendbuf, recvbuf, op, algorithm, dims, recv.datatype, st, plan)
 
 
 def _plan(st: _State, comm: MPI.Comm, name: str, dims_t: Tuple[int, ...], recv: BufferSpec,
