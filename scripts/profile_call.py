@@ -3,8 +3,8 @@
     mpiexec -n 2 python -m mpi4py scripts/profile_call.py --algorithm swing-lat --bytes 8
 
 Runs ``--calls`` back-to-back allreduces of a float64 SUM (after a warmup), first
-without the profiler (µs per call, median of 5 rounds, beside ``comm.Allreduce``
-on the same buffers), then under cProfile, and prints rank 0's top functions by
+without the profiler (µs per call, median of 7 rounds alternating with rounds of
+``comm.Allreduce`` on the same buffers), then under cProfile, and prints rank 0's top functions by
 own time. Issue #8's before/after numbers come from this script.
 """
 
@@ -22,24 +22,26 @@ from mpi4py import MPI
 import swing_mpi
 
 
-def per_call_us(comm, fn, calls: int, rounds: int = 5) -> float:
-    times = []
-    for _ in range(rounds):
-        comm.Barrier()
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        times.append((time.perf_counter() - t0) / calls * 1e6)
-    worst = np.array(times)
-    comm.Allreduce(MPI.IN_PLACE, worst, MPI.MAX)  # a round takes as long as its slowest rank
-    return float(np.median(worst))
+def per_call_us(comm, fns, calls: int, rounds: int = 7) -> "list[float]":
+    """µs per call of each of ``fns``, median over ``rounds``; the rounds of the functions
+    alternate, so a change in the machine's state hits them alike."""
+    times = np.zeros((rounds, len(fns)))
+    for i in range(rounds):
+        for j, fn in enumerate(fns):
+            comm.Barrier()
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            times[i, j] = (time.perf_counter() - t0) / calls * 1e6
+    comm.Allreduce(MPI.IN_PLACE, times, MPI.MAX)  # a round takes as long as its slowest rank
+    return [float(x) for x in np.median(times, axis=0)]
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--algorithm", default="swing-lat")
     ap.add_argument("--bytes", type=int, default=8)
-    ap.add_argument("--calls", type=int, default=20000)
+    ap.add_argument("--calls", type=int, default=10000)
     ap.add_argument("--top", type=int, default=25)
     ap.add_argument("--in-place", action="store_true")
     args = ap.parse_args()
@@ -58,8 +60,7 @@ def main() -> None:
     for _ in range(1000):
         ours()
         native()
-    t_native = per_call_us(comm, native, args.calls)
-    t_ours = per_call_us(comm, ours, args.calls)
+    t_native, t_ours = per_call_us(comm, [native, ours], args.calls)
     prof = cProfile.Profile()
     comm.Barrier()
     prof.enable()
@@ -67,7 +68,7 @@ def main() -> None:
         ours()
     prof.disable()
     if comm.Get_rank() == 0:
-        print(f"p={comm.Get_size()} {n * 8} B float64 SUM, {args.calls} calls back to back, median of 5 rounds:")
+        print(f"p={comm.Get_size()} {n * 8} B float64 SUM, {args.calls} calls back to back, median of 7 alternating rounds:")
         print(f"  comm.Allreduce           {t_native:8.2f} us/call")
         print(f"  allreduce({args.algorithm!r:12}) {t_ours:8.2f} us/call  (+{t_ours - t_native:.2f} us)")
         out = io.StringIO()
