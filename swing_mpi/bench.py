@@ -11,7 +11,7 @@ size, every algorithm gets one checked call and ``--warmup`` calls, then the
 timed calls run round robin (iteration ``i`` of every algorithm, then
 ``i+1``; ``--blocked`` for one algorithm after the other), so machine noise
 hits all algorithms of a size alike. Each algorithm has its own send and
-receive arrays, as each call site of an application has. Each timed call is bracketed by
+receive arrays up to 1 MiB, as each call site of an application has. Each timed call is bracketed by
 ``comm.Barrier()``; an iteration's time is the maximum over ranks (the local
 times are reduced with MAX after the loop). ``iters`` shrinks for large or
 slow points (at most ``--max-bytes`` moved and about ``--max-time`` seconds
@@ -710,13 +710,20 @@ def _make_input(np, dtype, count: int, rank: int, seed: int, op: str):
     return rng.integers(0, hi, count).astype(dt)
 
 
+OWN_BUFFERS_MAX = 1 << 20
+"""Sizes up to this many bytes give every algorithm its own arrays (see :class:`_Point`)."""
+
+
 class _Point:
     """One (size, place) of a run: the input and the reference, shared by all algorithms.
 
-    Each algorithm gets its own send and receive arrays (:meth:`buffers`), as each
-    call site of an application has: what a library caches per buffer (ours: the
-    checks and choice of a repeated call; MPI's: memory registrations) then sees
-    the same calls as in the application, not algorithms taking turns on one array.
+    Up to :data:`OWN_BUFFERS_MAX` bytes each algorithm gets its own send and
+    receive arrays (:meth:`buffers`), as each call site of an application has:
+    what a library caches per buffer (ours: the checks and choice of a repeated
+    call; MPI's: memory registrations) then sees the same calls as in the
+    application, not algorithms taking turns on one array. Above that the
+    algorithms share one pair (a per-call cost is lost in the data movement
+    there, and ten algorithms' arrays on 16 ranks would not fit in memory).
     """
 
     def __init__(self, np, comm, mpi_op, cfg: Config, nbytes: int, place: str) -> None:
@@ -727,12 +734,18 @@ class _Point:
         self.place = place
         self.input = _make_input(np, self.dtype, self.count, comm.Get_rank(), cfg.seed, cfg.op)
         self.ref = np.empty_like(self.input)
+        self._shared = None
         if cfg.check:
             comm.Allreduce(self.input, self.ref, mpi_op)
 
     def buffers(self):
-        """A fresh (send, recv) pair: send holds the input, recv is uninitialised."""
-        return self.input.copy(), self.np.empty_like(self.input)
+        """A (send, recv) pair: send holds the input, recv is uninitialised; fresh ones up to
+        :data:`OWN_BUFFERS_MAX` bytes, else the point's one shared pair."""
+        if self.nbytes <= OWN_BUFFERS_MAX:
+            return self.input.copy(), self.np.empty_like(self.input)
+        if self._shared is None:
+            self._shared = (self.input.copy(), self.np.empty_like(self.input))
+        return self._shared
 
 
 def _call(comm, mpi_op, alg: str, dims, pt: _Point, send, recv):

@@ -26,7 +26,7 @@ def test_bench_table_and_files(mpi_tmp_path, capsys):
     comm = MPI.COMM_WORLD
     p = comm.Get_size()
     out = mpi_tmp_path
-    argv = ["--sizes", "8,1K", "--algorithms", "native,swing-bw", "--iters", "3", "--warmup", "1", "--both",
+    argv = ["--sizes", "8,1K,2M", "--algorithms", "native,swing-bw", "--iters", "3", "--warmup", "1", "--both",
             "--csv", str(out / "b.csv"), "--json", str(out / "b.json"), "--quiet"]
     rc = bench.main(argv)
     captured = capsys.readouterr().out
@@ -36,7 +36,7 @@ def test_bench_table_and_files(mpi_tmp_path, capsys):
         assert captured == ""  # only rank 0 prints
         return
     rows = _data_lines(captured)
-    assert len(rows) == 2 * 2 * 2  # sizes x places x algorithms
+    assert len(rows) == 3 * 2 * 2  # sizes x places x algorithms (2 MiB: arrays shared by the algorithms)
     for ln in rows:
         assert ln.split()[-1] == "0", ln  # #wrong
     assert f"p={p}" in captured and "MPI:" in captured and "command:" in captured
@@ -44,7 +44,7 @@ def test_bench_table_and_files(mpi_tmp_path, capsys):
     with open(out / "b.json") as f:
         data = json.load(f)
     assert data["env"]["p"] == p and data["env"]["mpi_library"]
-    assert len(data["rows"]) == 8
+    assert len(data["rows"]) == 12
     for r in data["rows"]:
         assert r["wrong"] == 0 and r["iters"] == 3 and len(r["times_us"]) == 3
         assert r["time_min_us"] <= r["time_median_us"] <= r["time_max_us"]
@@ -53,8 +53,8 @@ def test_bench_table_and_files(mpi_tmp_path, capsys):
             assert r["vs_native"] == 1.0
     with open(out / "b.csv", newline="") as f:
         crow = list(csv.DictReader(f))
-    assert len(crow) == 8 and {r["place"] for r in crow} == {"out", "in"}
-    assert {int(r["size"]) for r in crow} == {8, 1024}
+    assert len(crow) == 12 and {r["place"] for r in crow} == {"out", "in"}
+    assert {int(r["size"]) for r in crow} == {8, 1024, 2 << 20}
 
 
 @pytest.mark.mpi(min_size=2)
