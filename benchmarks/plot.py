@@ -5,7 +5,8 @@
     python benchmarks/plot.py run-main.json run-mpich-ring.json -o both.png --model-link-mbps 40
 
 Several files are merged; ``vs_native`` is recomputed against the ``native``
-rows of the first file that has them. ``--model-link-mbps`` (re)computes the
+rows of the first file that has them at that size (MPICH's default where the
+file has it, else its forced algorithm). ``--model-link-mbps`` (re)computes the
 dashed model lines with ``swing_mpi.model.predict_time`` where it is importable.
 """
 
@@ -31,18 +32,22 @@ def main(argv=None):
     ap.add_argument("--model-alpha-us", type=float, default=0.0, metavar="A")
     args = ap.parse_args(argv)
     rows, title = [], args.title
-    reference = None
+    reference, covered = [], set()
     for path in args.files:
         env, rs = read_results(path)
-        if reference is None and any(r["algorithm"] == "native" for r in rs):
-            reference = rs
+        natives = [r for r in rs if r["algorithm"] == "native"]
+        natives = [r for r in natives if (r.get("label") or "native") == "native"] or natives
+        for r in natives:  # sizes no earlier file measured
+            if (int(r["size"]), r["place"]) not in covered:
+                reference.append(r)
+        covered |= {(int(r["size"]), r["place"]) for r in natives}
         if "runs" in env:  # a merged sweep: the first launch's environment
             env = next(iter(env["runs"].values()), {})
         if title is None and env:
             title = (f"allreduce {env.get('dtype', '')} {env.get('op', '')}, p={env.get('p')}, "
                      f"dims {env.get('dims')} — {env.get('mpi_library', '')}")
         rows.extend(rs)
-    add_vs_native(rows, reference)
+    add_vs_native(rows, reference or None)
     if args.model_link_mbps:
         add_model_times(rows, link_bytes_per_s=args.model_link_mbps * 1e6 / 8, alpha=args.model_alpha_us * 1e-6,
                         warn=lambda m: print(f"plot: {m}", file=sys.stderr))
