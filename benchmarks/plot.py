@@ -22,18 +22,12 @@ except ImportError:
 from swing_mpi.bench import add_model_times, add_vs_native, plot_results, read_results
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(prog="benchmarks/plot.py", description=__doc__.splitlines()[0])
-    ap.add_argument("files", nargs="+", help="JSON or CSV files written by swing-mpi bench or sweep.py")
-    ap.add_argument("-o", "--output", required=True, help="PNG to write")
-    ap.add_argument("--place", choices=("out", "in"), default=None, help="out-of-place (default) or in-place rows")
-    ap.add_argument("--title", default=None)
-    ap.add_argument("--model-link-mbps", type=float, default=None, metavar="R")
-    ap.add_argument("--model-alpha-us", type=float, default=0.0, metavar="A")
-    args = ap.parse_args(argv)
-    rows, title = [], args.title
+def load(paths, title=None):
+    """The rows of all files, with ``vs_native`` against the first file that measured
+    ``native`` at each (size, place), and a title (``title``, else the first file's)."""
+    rows = []
     reference, covered = [], set()
-    for path in args.files:
+    for path in paths:
         env, rs = read_results(path)
         natives = [r for r in rs if r["algorithm"] == "native"]
         natives = [r for r in natives if (r.get("label") or "native") == "native"] or natives
@@ -48,6 +42,19 @@ def main(argv=None):
                      f"dims {env.get('dims')} — {env.get('mpi_library', '')}")
         rows.extend(rs)
     add_vs_native(rows, reference or None)
+    return rows, title
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="benchmarks/plot.py", description=__doc__.splitlines()[0])
+    ap.add_argument("files", nargs="+", help="JSON or CSV files written by swing-mpi bench or sweep.py")
+    ap.add_argument("-o", "--output", required=True, help="PNG to write")
+    ap.add_argument("--place", choices=("out", "in"), default=None, help="out-of-place (default) or in-place rows")
+    ap.add_argument("--title", default=None)
+    ap.add_argument("--model-link-mbps", type=float, default=None, metavar="R")
+    ap.add_argument("--model-alpha-us", type=float, default=0.0, metavar="A")
+    args = ap.parse_args(argv)
+    rows, title = load(args.files, args.title)
     if args.model_link_mbps:
         add_model_times(rows, link_bytes_per_s=args.model_link_mbps * 1e6 / 8, alpha=args.model_alpha_us * 1e-6,
                         warn=lambda m: print(f"plot: {m}", file=sys.stderr))

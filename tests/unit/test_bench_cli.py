@@ -264,6 +264,26 @@ def test_plot(tmp_path):
     assert Path(out).stat().st_size > 1000
 
 
+def test_plot_script_merges_files_with_natives_per_size(tmp_path):
+    spec = importlib.util.spec_from_file_location("bench_plot", ROOT / "benchmarks" / "plot.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    small = [_row("native", size=8, median=10.0), _row("swing-bw", size=8, median=30.0)]
+    large = [_row("native", size=8, median=99.0), _row("native", size=2048, median=200.0),
+             _row("swing-bw", size=2048, median=100.0)]
+    forced = [_row("native", size=4096, median=50.0, label="mpich-ring", mpich="ring"),
+              _row("swing-bw", size=4096, median=25.0)]
+    for name, rows in (("a", small), ("b", large), ("c", forced)):
+        write_json(str(tmp_path / f"{name}.json"), {"p": 4}, rows)
+    rows, title = mod.load([str(tmp_path / f"{n}.json") for n in "abc"])
+    ratio = {(r["size"], r["label"]): r["vs_native"] for r in rows}
+    assert ratio[(8, "swing-bw")] == 3.0  # the first file's native at 8 B, not the second's
+    assert [r["vs_native"] for r in rows if r["size"] == 8 and r["label"] == "native"] == [1.0, 9.9]
+    assert ratio[(2048, "swing-bw")] == 0.5
+    assert ratio[(4096, "swing-bw")] == 0.5  # only a forced MPICH run measured 4 KiB
+    assert "p=4" in title
+
+
 # -- the sweep driver (planning only) ----------------------------------------------------------------
 
 def _sweep_module():
