@@ -19,7 +19,7 @@ try:
 except ImportError:
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from swing_mpi.bench import add_model_times, add_vs_native, plot_results, read_results
+from swing_mpi.bench import add_model_times, plot_results, read_results
 
 
 def load(paths, title=None):
@@ -41,7 +41,10 @@ def load(paths, title=None):
             title = (f"allreduce {env.get('dtype', '')} {env.get('op', '')}, p={env.get('p')}, "
                      f"dims {env.get('dims')} — {env.get('mpi_library', '')}")
         rows.extend(rs)
-    add_vs_native(rows, reference or None)
+    med = {(int(r["size"]), r["place"]): r.get("time_median_us") for r in reference}
+    for r in rows:
+        m, t = med.get((int(r["size"]), r["place"])), r.get("time_median_us")
+        r["vs_native"] = float(t) / float(m) if m and t is not None else None
     return rows, title
 
 
