@@ -15,9 +15,8 @@ receive arrays up to 1 MiB, as each call site of an application has. Each
 timed call is bracketed by ``comm.Barrier()``; an iteration's time is the
 maximum over ranks (the local times are reduced with MAX after the loop).
 ``iters`` shrinks for large or slow points (at most ``--max-bytes`` moved and
-about ``--max-time`` seconds
-per point, estimated from the warmup; never below 3 unless ``--iters`` is
-lower). Reported: avg/min/max/median time, ``algbw = S/t`` and
+about ``--max-time`` seconds per point, estimated from the warmup; never below
+3 unless ``--iters`` is lower). Reported: avg/min/max/median time, ``algbw = S/t`` and
 ``busbw = algbw·2(p−1)/p`` on the median (nccl-tests), the ratio of the
 median to ``native``'s at the same size, and ``#wrong``.
 
