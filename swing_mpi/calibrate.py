@@ -58,6 +58,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+from .bench import format_size
+
 __all__ = [
     "add_arguments", "run", "main", "SERIES", "Series", "measure", "measure_gamma", "fit", "Fit",
     "native_threshold",
@@ -148,7 +150,7 @@ def measure(comm, sizes: Sequence[int], *, dims: Tuple[int, ...], iters: int = D
                     if i >= 0:
                         times[a, j, i] = t
             if progress and i >= 0:
-                _say(comm, f"calibrate: {_fmt_size(chunk[0] * ITEMSIZE)} … {_fmt_size(chunk[-1] * ITEMSIZE)}: "
+                _say(comm, f"calibrate: {format_size(chunk[0] * ITEMSIZE)} … {format_size(chunk[-1] * ITEMSIZE)}: "
                            f"round {i + 1}/{iters}")
         comm.Allreduce(MPI.IN_PLACE, times, op=MPI.MAX)
         for a, count in enumerate(chunk):
@@ -352,12 +354,6 @@ def native_threshold(records: Sequence[Dict[str, Any]], *, margin: float = DEFAU
 
 # -- the command ------------------------------------------------------------------------
 
-def _fmt_size(n: int) -> str:
-    for unit, f in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= f:
-            v = n / f
-            return f"{v:.0f} {unit}" if v == int(v) else f"{v:.3g} {unit}"
-    return f"{int(n)} B"
 
 
 def _table_sizes(p: int) -> List[int]:
@@ -399,7 +395,7 @@ def report(tuning, f: Fit, records: Sequence[Dict[str, Any]], *, p: int, dims: T
             m = model.get((n, s))
             cells.append(f"{v * 1e6:>10.1f}" + (f" ({m * 1e6:>8.1f})" if m is not None else " " * 11)
                          if v is not None else " " * 22)
-        lines.append(f"{_fmt_size(n):>9} " + " ".join(cells))
+        lines.append(f"{format_size(n):>9} " + " ".join(cells))
     lines += [
         "",
         "# fit: T = per call + K·alpha + beta·sum_k m_k + gamma·reduced  (non-negative least squares on relative errors)",
@@ -418,7 +414,7 @@ def report(tuning, f: Fit, records: Sequence[Dict[str, Any]], *, p: int, dims: T
         "native_below_bytes = " + ("none (auto never hands vectors to MPI_Allreduce)"
                                    if tuning.native_below_bytes is None else
                                    f"{tuning.native_below_bytes} (auto runs MPI_Allreduce below "
-                                   f"{_fmt_size(tuning.native_below_bytes)})"),
+                                   f"{format_size(tuning.native_below_bytes)})"),
         "",
         f"# auto with this tuning on dims {'x'.join(map(str, dims))}: float64 SUM (inexact) | int64 SUM (exact)",
     ]
@@ -433,7 +429,7 @@ def _auto_columns(tuning, p: int, dims: Tuple[int, ...]) -> List[str]:
     for n in _table_sizes(p):
         a = choose(p, dims, n // ITEMSIZE, ITEMSIZE, exact=False, commutative=True, tuning=tuning)
         b = choose(p, dims, n // ITEMSIZE, ITEMSIZE, exact=True, commutative=True, tuning=tuning)
-        rows.append(f"| {_fmt_size(n):>9} | {a:<11} | {b:<11} |")
+        rows.append(f"| {format_size(n):>9} | {a:<11} | {b:<11} |")
     return rows
 
 
