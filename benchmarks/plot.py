@@ -19,32 +19,25 @@ try:
 except ImportError:
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from swing_mpi.bench import add_model_times, plot_results, read_results
+from swing_mpi.bench import add_model_times, native_medians, plot_results, read_results, set_vs_native
 
 
 def load(paths, title=None):
     """The rows of all files, with ``vs_native`` against the first file that measured
     ``native`` at each (size, place), and a title (``title``, else the first file's)."""
     rows = []
-    reference, covered = [], set()
+    medians = {}
     for path in paths:
         env, rs = read_results(path)
-        natives = [r for r in rs if r["algorithm"] == "native"]
-        natives = [r for r in natives if (r.get("label") or "native") == "native"] or natives
-        for r in natives:  # sizes no earlier file measured
-            if (int(r["size"]), r["place"]) not in covered:
-                reference.append(r)
-        covered |= {(int(r["size"]), r["place"]) for r in natives}
+        for key, m in native_medians(rs).items():
+            medians.setdefault(key, m)  # sizes no earlier file measured
         if "runs" in env:  # a merged sweep: the first launch's environment
             env = next(iter(env["runs"].values()), {})
         if title is None and env:
             title = (f"allreduce {env.get('dtype', '')} {env.get('op', '')}, p={env.get('p')}, "
                      f"dims {env.get('dims')} — {env.get('mpi_library', '')}")
         rows.extend(rs)
-    med = {(int(r["size"]), r["place"]): r.get("time_median_us") for r in reference}
-    for r in rows:
-        m, t = med.get((int(r["size"]), r["place"])), r.get("time_median_us")
-        r["vs_native"] = float(t) / float(m) if m and t is not None else None
+    set_vs_native(rows, medians)
     return rows, title
 
 

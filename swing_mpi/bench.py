@@ -458,12 +458,21 @@ def add_vs_native(rows: List[Dict[str, Any]], reference: Optional[Sequence[Mappi
     ``reference``: the rows whose ``algorithm == "native"`` (and label
     ``native``, if there are several) give the native medians; default ``rows``.
     """
-    ref_rows = rows if reference is None else reference
-    natives = [r for r in ref_rows if r.get("algorithm") == NATIVE]
+    set_vs_native(rows, native_medians(rows if reference is None else reference))
+
+
+def native_medians(rows: Iterable[Mapping[str, Any]]) -> Dict[Tuple[int, str], Optional[float]]:
+    """``(size, place)`` → native's median time: the rows labelled ``native`` (MPICH's
+    default selection) where there are any, else every ``native`` row (a forced algorithm)."""
+    natives = [r for r in rows if r.get("algorithm") == NATIVE]
     plain = [r for r in natives if (r.get("label") or NATIVE) == NATIVE]
-    med = {(int(r["size"]), r["place"]): _num(r.get("time_median_us")) for r in (plain or natives)}
+    return {(int(r["size"]), r["place"]): _num(r.get("time_median_us")) for r in (plain or natives)}
+
+
+def set_vs_native(rows: List[Dict[str, Any]], medians: Mapping[Tuple[int, str], Optional[float]]) -> None:
+    """``vs_native`` = median / ``medians[(size, place)]`` (``None`` where that is unknown)."""
     for r in rows:
-        m = med.get((int(r["size"]), r["place"]))
+        m = medians.get((int(r["size"]), r["place"]))
         t = _num(r.get("time_median_us"))
         r["vs_native"] = (t / m) if (m and t is not None) else None
 
