@@ -23,13 +23,12 @@ import argparse
 import json
 import sys
 import time
-from typing import Dict, List
 
 import numpy as np
 from mpi4py import MPI
 
 
-def cg_solve(comm: MPI.Intracomm, n_local: int = 1000, steps: int = 200) -> Dict[str, object]:
+def cg_solve(comm: MPI.Intracomm, n_local: int = 1000, steps: int = 200) -> dict[str, object]:
     """Solve ``A x = b`` (A = tridiag(−1, 2, −1), b = 1) with ``steps`` CG iterations."""
     rank, size = comm.Get_rank(), comm.Get_size()
     b = np.ones(n_local)
@@ -60,7 +59,7 @@ def cg_solve(comm: MPI.Intracomm, n_local: int = 1000, steps: int = 200) -> Dict
     r = b - matvec(x)
     p = r.copy()
     rr = dot(r, r)
-    history: List[float] = [rr ** 0.5]
+    history: list[float] = [rr ** 0.5]
     t0 = time.perf_counter()
     done = 0
     for _ in range(steps):
@@ -80,7 +79,7 @@ def cg_solve(comm: MPI.Intracomm, n_local: int = 1000, steps: int = 200) -> Dict
 
 
 def sgd_train(comm: MPI.Intracomm, dim: int = 100000, samples: int = 64, steps: int = 10,
-              lr: float = 0.1) -> Dict[str, object]:
+              lr: float = 0.1) -> dict[str, object]:
     """Data-parallel gradient descent on ``‖X w − y‖²``; one gradient allreduce a step."""
     rank, size = comm.Get_rank(), comm.Get_size()
     rng = np.random.default_rng(1234)
@@ -90,7 +89,7 @@ def sgd_train(comm: MPI.Intracomm, dim: int = 100000, samples: int = 64, steps: 
     y = X @ w_true
     w = np.zeros(dim)
     grad = np.empty(dim)
-    losses: List[float] = []
+    losses: list[float] = []
     t0 = time.perf_counter()
     for _ in range(steps):
         err = X @ w - y
@@ -104,7 +103,7 @@ def sgd_train(comm: MPI.Intracomm, dim: int = 100000, samples: int = 64, steps: 
     return {"w": w, "losses": losses, "seconds_per_step": elapsed / max(steps, 1)}
 
 
-def main(argv: List[str] | None = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     import swing_mpi
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -24,7 +24,8 @@ from swing_mpi.bench import add_model_times, native_medians, plot_results, read_
 
 def load(paths, title=None):
     """The rows of all files, with ``vs_native`` against the first file that measured
-    ``native`` at each (size, place), and a title (``title``, else the first file's)."""
+    ``native`` at each (size, place), and a title (``title``, else the first file's).
+    """
     rows = []
     medians = {}
     for path in paths:

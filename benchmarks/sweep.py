@@ -35,7 +35,7 @@ import shlex
 import subprocess
 import sys
 import time
-from typing import Dict, List, Optional, Sequence, Tuple
+from collections.abc import Sequence
 
 try:
     import swing_mpi  # noqa: F401
@@ -43,8 +43,16 @@ except ImportError:
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from swing_mpi.bench import (
-    FIELDS, add_model_times, add_vs_native, format_table, parse_algorithms, parse_sizes, plot_results,
-    read_results, write_csv, write_json,
+    FIELDS,
+    add_model_times,
+    add_vs_native,
+    format_table,
+    parse_algorithms,
+    parse_sizes,
+    plot_results,
+    read_results,
+    write_csv,
+    write_json,
 )
 from swing_mpi.lab.netns import _kill_group
 from swing_mpi.topology import parse_dims
@@ -99,7 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
 class Launch:
     """One mpiexec launch of the benchmark."""
 
-    def __init__(self, name: str, bench_argv: List[str], env: Dict[str, str], label: str) -> None:
+    def __init__(self, name: str, bench_argv: list[str], env: dict[str, str], label: str) -> None:
         self.name = name
         self.bench_argv = bench_argv
         self.env = env
@@ -109,7 +117,7 @@ class Launch:
         self.log = ""
 
 
-def plan_launches(args: argparse.Namespace, out: str) -> Tuple[List[Launch], int, Optional[Tuple[int, ...]]]:
+def plan_launches(args: argparse.Namespace, out: str) -> tuple[list[Launch], int, tuple[int, ...] | None]:
     """The launches of a sweep (pure: no MPI, no processes)."""
     dims = parse_dims(args.dims) if args.dims else None
     np_ = args.np if args.np else (math.prod(dims) if dims else 4)
@@ -152,22 +160,22 @@ def plan_launches(args: argparse.Namespace, out: str) -> Tuple[List[Launch], int
     return launches, np_, dims
 
 
-def bench_command(python: str, bench_argv: Sequence[str]) -> List[str]:
+def bench_command(python: str, bench_argv: Sequence[str]) -> list[str]:
     """The rank program: ``python -m mpi4py -m swing_mpi bench ...`` (an exception aborts all ranks)."""
     return [python, "-m", "mpi4py", "-m", "swing_mpi", "bench", *bench_argv]
 
 
-def shm_argv(mpiexec: str, np_: int, cmd: Sequence[str]) -> List[str]:
+def shm_argv(mpiexec: str, np_: int, cmd: Sequence[str]) -> list[str]:
     return [mpiexec, "-n", str(np_), *cmd]
 
 
-def shown_env(env: Dict[str, str]) -> str:
+def shown_env(env: dict[str, str]) -> str:
     return " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
 
 
 # -- running -----------------------------------------------------------------------------------
 
-def _run_tee(argv: Sequence[str], env: Dict[str, str], log_path: str, timeout: float) -> int:
+def _run_tee(argv: Sequence[str], env: dict[str, str], log_path: str, timeout: float) -> int:
     """Run ``argv`` in its own process group; stdout goes to our stdout and ``log_path``."""
     full_env = dict(os.environ)
     full_env.update(env)
@@ -189,10 +197,10 @@ def _run_tee(argv: Sequence[str], env: Dict[str, str], log_path: str, timeout: f
             raise
 
 
-def merge(launches: Sequence[Launch]) -> Tuple[Dict[str, object], List[Dict[str, object]]]:
+def merge(launches: Sequence[Launch]) -> tuple[dict[str, object], list[dict[str, object]]]:
     """Rows of all launches; ``vs_native`` against the first launch's native rows."""
-    envs: Dict[str, object] = {}
-    rows: List[Dict[str, object]] = []
+    envs: dict[str, object] = {}
+    rows: list[dict[str, object]] = []
     reference = None
     for L in launches:
         if not os.path.exists(L.json):
@@ -208,7 +216,7 @@ def merge(launches: Sequence[Launch]) -> Tuple[Dict[str, object], List[Dict[str,
     return envs, rows
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     out = args.out
     try:
@@ -248,7 +256,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 0
 
     t0 = time.perf_counter()
-    codes: Dict[str, int] = {}
+    codes: dict[str, int] = {}
     if args.lab:
         from swing_mpi.lab.netns import Lab, LabError, LabUnavailable
 

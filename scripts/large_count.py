@@ -49,7 +49,7 @@ _SUB = 1 << 20  # formula evaluated in cache-sized pieces
 _BASE = np.arange(_SUB, dtype=np.uint64)
 
 
-def _h(r: int, s: int, e: int, out: np.ndarray, op: "str | None" = None) -> None:
+def _h(r: int, s: int, e: int, out: np.ndarray, op: str | None = None) -> None:
     """out[:] = x_r[s:e] (op None), or out op= x_r[s:e] (op "sum"/"bxor"), uint8."""
     k = np.uint64(K[r % len(K)] | 1)
     c = np.uint64((r * 0x632BE59BD9B4E019 + 12345) % (1 << 64))
@@ -84,7 +84,7 @@ def expected(p: int, op: str, s: int, e: int) -> np.ndarray:
     return acc
 
 
-def meminfo() -> "dict[str, int]":
+def meminfo() -> dict[str, int]:
     out = {}
     with open("/proc/meminfo") as f:
         for line in f:
@@ -114,7 +114,7 @@ def fmt(b: float) -> str:
     return f"{b / GiB:.3f} GiB"
 
 
-def spot_slices(n: int, p: int, ndims: int, rng: np.random.Generator) -> "list[tuple[int, int]]":
+def spot_slices(n: int, p: int, ndims: int, rng: np.random.Generator) -> list[tuple[int, int]]:
     pts = {0, n}
     parts = 2 * ndims * p
     pts.update(k * n // parts for k in range(parts + 1))

@@ -74,7 +74,8 @@ CONTROL = "mpi4py"
 
 def find_mpiexec() -> str:
     """``mpiexec`` next to this Python (the ``mpich`` wheel's), else on PATH."""
-    from swing_mpi.lab.netns import LabUnavailable, find_mpiexec as _find
+    from swing_mpi.lab.netns import LabUnavailable
+    from swing_mpi.lab.netns import find_mpiexec as _find
 
     try:
         return _find()
@@ -82,14 +83,14 @@ def find_mpiexec() -> str:
         sys.exit(f"mpi4py_suite: {e}")
 
 
-def cache_dir(arg: "str | None") -> Path:
+def cache_dir(arg: str | None) -> Path:
     if arg:
         return Path(arg)
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "swing_mpi"
 
 
-def fetch_sdist(version: str, cache: Path, given: "str | None") -> Path:
+def fetch_sdist(version: str, cache: Path, given: str | None) -> Path:
     """The sdist of mpi4py ``version``: ``given``, the cached copy, or ``pip download``."""
     if given:
         return Path(given)
@@ -114,7 +115,7 @@ def fetch_sdist(version: str, cache: Path, given: "str | None") -> Path:
     return cached
 
 
-def _imports(source: str) -> "set[str]":
+def _imports(source: str) -> set[str]:
     names = set()
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
@@ -124,7 +125,7 @@ def _imports(source: str) -> "set[str]":
     return names
 
 
-def extract_tests(sdist: Path, dest: Path, modules) -> "list[str]":
+def extract_tests(sdist: Path, dest: Path, modules) -> list[str]:
     """Extract ``test/<module>.py`` and the test-folder modules they import (transitively)."""
     with tarfile.open(sdist) as tar:
         files = {}
@@ -168,7 +169,7 @@ def run_one(mpiexec: str, n: int, algorithm: str, testdir: Path, outdir: Path, a
             "ranks": ranks, "seconds": time.time() - t0}
 
 
-def judge(run: dict) -> "tuple[dict, dict]":
+def judge(run: dict) -> tuple[dict, dict]:
     """(outcome per test id, detail per failed test id) over all ranks of one launch."""
     outcome, detail = {}, {}
     if any(rk is None for rk in run["ranks"]):
@@ -231,8 +232,8 @@ def main() -> int:
     mpiexec = find_mpiexec()
     t0 = time.time()
     total = Counter()
-    failures: "dict[tuple[str, str], list[str]]" = {}
-    skips: "dict[tuple[str, str], int]" = {}
+    failures: dict[tuple[str, str], list[str]] = {}
+    skips: dict[tuple[str, str], int] = {}
     broken = 0
     for algorithm in algos:
         for n in sizes:
@@ -284,15 +285,15 @@ def _normalise(msg: str) -> str:
     return re.sub(r"0x[0-9a-f]+", "0x…", msg)
 
 
-def _group(failures: "dict[tuple[str, str], list[str]]") -> "list[tuple[str, str, str, str]]":
+def _group(failures: dict[tuple[str, str], list[str]]) -> list[tuple[str, str, str, str]]:
     """(message, compact test ids, call sites, launches) per distinct message and set of launches."""
-    groups: "dict[tuple[str, str], list[tuple[str, str]]]" = {}
+    groups: dict[tuple[str, str], list[tuple[str, str]]] = {}
     for (tid, msg), runs in failures.items():
         text, _, site = msg.partition(" [")
         groups.setdefault((text, _where(runs)), []).append((tid, site.rstrip("]")))
     out = []
     for (msg, where), items in sorted(groups.items()):
-        by_meth: "dict[tuple[str, str], tuple[set, set]]" = {}
+        by_meth: dict[tuple[str, str], tuple[set, set]] = {}
         for tid, _ in items:
             m = re.fullmatch(r"([^.]+)\.([^.]+)\.([^.\[]+)(?:\[(.+)\])?", tid)
             mod, cls, meth, backend = m.groups()
@@ -309,8 +310,8 @@ def _group(failures: "dict[tuple[str, str], list[str]]") -> "list[tuple[str, str
     return out
 
 
-def _where(runs: "list[str]") -> str:
-    by_alg: "dict[str, list[str]]" = {}
+def _where(runs: list[str]) -> str:
+    by_alg: dict[str, list[str]] = {}
     for w in runs:
         n, alg = w.split(" ", 2)[1:]
         by_alg.setdefault(alg, []).append(n)
@@ -348,7 +349,7 @@ def worker(testdir: Path, outdir: Path, comm_kind: str, all_methods: bool) -> in
         proxy.COMM_SELF = self_
 
     backends = list(arrayimpl.ArrayBackends)
-    results: "dict[str, tuple[str, str]]" = {}
+    results: dict[str, tuple[str, str]] = {}
     rank = MPI.COMM_WORLD.Get_rank()
 
     class Result(std_unittest.TestResult):

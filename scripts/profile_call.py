@@ -22,9 +22,10 @@ from mpi4py import MPI
 import swing_mpi
 
 
-def per_call_us(comm, fns, calls: int, rounds: int = 7) -> "list[float]":
+def per_call_us(comm, fns, calls: int, rounds: int = 7) -> list[float]:
     """µs per call of each of ``fns``, median over ``rounds``; the rounds of the functions
-    alternate, so a change in the machine's state hits them alike."""
+    alternate, so a change in the machine's state hits them alike.
+    """
     times = np.zeros((rounds, len(fns)))
     for i in range(rounds):
         for j, fn in enumerate(fns):

@@ -26,7 +26,8 @@ SIZES = [1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 16]
 
 def find_mpiexec() -> str:
     """``mpiexec`` next to this Python (the ``mpich`` wheel's), else on PATH."""
-    from swing_mpi.lab.netns import LabUnavailable, find_mpiexec as _find
+    from swing_mpi.lab.netns import LabUnavailable
+    from swing_mpi.lab.netns import find_mpiexec as _find
 
     try:
         return _find()

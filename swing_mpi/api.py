@@ -13,7 +13,7 @@ import weakref
 from collections import OrderedDict
 from dataclasses import replace
 from functools import lru_cache
-from typing import Any, Tuple
+from typing import Any
 
 import numpy as np
 from mpi4py import MPI
@@ -40,7 +40,7 @@ imported (as MPI libraries read their variables at ``MPI_Init``): reading the
 environment costs about 0.7 µs, a fifth of MPICH's whole 8-byte allreduce."""
 
 
-def algorithm_names() -> Tuple[str, ...]:
+def algorithm_names() -> tuple[str, ...]:
     return (AUTO, NATIVE) + tuple(ALGORITHMS)
 
 
@@ -51,7 +51,7 @@ class _State:
         self.comm: MPI.Intracomm = comm.Dup()
         self.tuning = tuning_for_comm(self.comm)
         """``auto``'s cost-model constants: read on rank 0 and broadcast, equal on all ranks."""
-        self.plans: "OrderedDict[tuple, Plan]" = OrderedDict()
+        self.plans: OrderedDict[tuple, Plan] = OrderedDict()
         self.seq = 0
         """Operations started on this communicator (the same count on every rank)."""
         self.alive = True
@@ -91,7 +91,7 @@ def _state(comm: MPI.Comm) -> _State:
 # -- choices ---------------------------------------------------------------------
 
 _EXACT_OPS = ("BAND", "BOR", "BXOR", "LAND", "LOR", "LXOR", "MAXLOC", "MINLOC", "REPLACE", "NO_OP")
-_exact_cache: "dict[tuple[int, int], bool]" = {}
+_exact_cache: dict[tuple[int, int], bool] = {}
 
 
 def is_exact(op: MPI.Op, datatype: MPI.Datatype) -> bool:
@@ -121,11 +121,11 @@ def _is_exact(op: MPI.Op, datatype: MPI.Datatype) -> bool:
 
 
 @lru_cache(maxsize=64)
-def _parse_dims_cached(spec: Any, p: int) -> Tuple[int, ...]:
+def _parse_dims_cached(spec: Any, p: int) -> tuple[int, ...]:
     return parse_dims(spec, p)
 
 
-def _dims_for(comm: MPI.Comm, dims: Any) -> Tuple[int, ...]:
+def _dims_for(comm: MPI.Comm, dims: Any) -> tuple[int, ...]:
     p = comm.Get_size()
     if dims is None:
         if _ENV_DIMS:
@@ -139,7 +139,7 @@ def _dims_for(comm: MPI.Comm, dims: Any) -> Tuple[int, ...]:
 
 
 def resolve(algorithm: str | None, p: int, nbytes: int, op: MPI.Op, datatype: MPI.Datatype, *,
-            dims: "Tuple[int, ...] | None" = None, count: "int | None" = None, tuning: Any = None) -> str:
+            dims: tuple[int, ...] | None = None, count: int | None = None, tuning: Any = None) -> str:
     """The algorithm that really runs: env/default, ``auto``, fallbacks.
 
     ``auto`` is :func:`swing_mpi.select.choose`, the cost model over our schedules on
@@ -170,12 +170,13 @@ def resolve(algorithm: str | None, p: int, nbytes: int, op: MPI.Op, datatype: MP
 def _native_bit_identical(op: MPI.Op, datatype: MPI.Datatype, exact: bool) -> bool:
     """Whether any MPI gives the same bits on every rank: exact ops, and floating-point
     SUM/PROD (IEEE addition and multiplication are commutative, so a pairwise combine
-    gives the same bits on both partners)."""
+    gives the same bits on both partners).
+    """
     return exact or (op == MPI.SUM or op == MPI.PROD) and numpy_dtype(datatype) is not None
 
 
 def _resolve_call(comm: MPI.Comm, algorithm: str | None, dims: Any, recv: BufferSpec,
-                  op: MPI.Op) -> Tuple[str, Tuple[int, ...]]:
+                  op: MPI.Op) -> tuple[str, tuple[int, ...]]:
     """(algorithm, dims) of one call; dims ``()`` for native.
 
     ``auto`` reads the communicator's tuning, which creates its state (private
@@ -194,7 +195,7 @@ def _resolve_call(comm: MPI.Comm, algorithm: str | None, dims: Any, recv: Buffer
 # -- the call ----------------------------------------------------------------------
 
 def _check_args(comm: Any, sendbuf: Any, recvbuf: Any, op: Any
-                ) -> Tuple[BufferSpec | None, BufferSpec]:
+                ) -> tuple[BufferSpec | None, BufferSpec]:
     if not isinstance(comm, MPI.Comm) or comm == MPI.COMM_NULL:
         raise TypeError(f"comm must be an mpi4py intracommunicator, got {comm!r}")
     if comm.Is_inter():
@@ -247,7 +248,7 @@ class _Repeat:
                  "sdtype", "ssize", "datatype", "st", "plan", "native")
 
 
-_repeats: "dict[int, _Repeat]" = {}
+_repeats: dict[int, _Repeat] = {}
 """Keyed by ``id(recvbuf)``. A record leaves as soon as its receive or send array
 is garbage (weak reference callbacks run before the memory can be reused), so a
 record found under ``id(recvbuf)`` is this very array's, without calling its weak
@@ -255,20 +256,20 @@ reference."""
 _REPEATS_MAX = 256
 
 
-def _forget_recv(ref: "weakref.ref", key: int) -> None:
+def _forget_recv(ref: weakref.ref, key: int) -> None:
     r = _repeats.get(key)
     if r is not None and r.recv is ref:
         del _repeats[key]
 
 
-def _forget_send(ref: "weakref.ref", key: int) -> None:
+def _forget_send(ref: weakref.ref, key: int) -> None:
     r = _repeats.get(key)
     if r is not None and r.send is ref:
         del _repeats[key]
 
 
 def _remember(comm: Any, sendbuf: Any, recvbuf: Any, op: MPI.Op, algorithm: Any, dims: Any,
-              datatype: MPI.Datatype, st: "_State | None", plan: "Plan | None") -> None:
+              datatype: MPI.Datatype, st: _State | None, plan: Plan | None) -> None:
     """Record a finished call for :func:`allreduce`'s repeat path, if it is one that can repeat."""
     if type(recvbuf) is not np.ndarray or not recvbuf.size:
         return
@@ -355,7 +356,7 @@ def allreduce(comm: MPI.Intracomm, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.
         _remember(comm, sendbuf, recvbuf, op, algorithm, dims, recv.datatype, st, plan)
 
 
-def _plan(st: _State, comm: MPI.Comm, name: str, dims_t: Tuple[int, ...], recv: BufferSpec,
+def _plan(st: _State, comm: MPI.Comm, name: str, dims_t: tuple[int, ...], recv: BufferSpec,
           op: MPI.Op, *, cached: bool) -> Plan:
     """A plan for this call; blocking calls share cached plans (their scratch too)."""
     exact = is_exact(op, recv.datatype)
@@ -387,7 +388,7 @@ class Request:
     libraries' nonblocking collectives without asynchronous progress.
     """
 
-    def __init__(self, st: _State, plan: "Plan | None", recv: BufferSpec, send: "BufferSpec | None",
+    def __init__(self, st: _State, plan: Plan | None, recv: BufferSpec, send: BufferSpec | None,
                  *, persistent: bool) -> None:
         self._st = st
         self._plan = plan
@@ -423,7 +424,7 @@ class Request:
         return self._plan is not None and self._plan.active
 
     @staticmethod
-    def Waitall(requests: "list[Any]") -> None:  # noqa: N802
+    def Waitall(requests: list[Any]) -> None:  # noqa: N802
         """Wait for a mix of swing_mpi and MPI requests (ours progress in turn)."""
         ours = [r for r in requests if isinstance(r, Request)]
         theirs = [r for r in requests if not isinstance(r, Request)]
@@ -436,12 +437,12 @@ class Request:
             MPI.Request.Waitall(theirs)
 
     @staticmethod
-    def Testall(requests: "list[Any]") -> bool:  # noqa: N802
+    def Testall(requests: list[Any]) -> bool:  # noqa: N802
         done = [r.Test() for r in requests]
         return all(done)
 
 
-def _nonblocking(comm: MPI.Intracomm, sendbuf: Any, recvbuf: Any, op: MPI.Op, algorithm: "str | None",
+def _nonblocking(comm: MPI.Intracomm, sendbuf: Any, recvbuf: Any, op: MPI.Op, algorithm: str | None,
                  dims: Any, *, persistent: bool) -> Any:
     try:
         send, recv = _check_args(comm, sendbuf, recvbuf, op)
@@ -465,13 +466,13 @@ def _nonblocking(comm: MPI.Intracomm, sendbuf: Any, recvbuf: Any, op: MPI.Op, al
 
 
 def iallreduce(comm: MPI.Intracomm, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.SUM, *,
-               algorithm: "str | None" = None, dims: Any = None) -> Any:
+               algorithm: str | None = None, dims: Any = None) -> Any:
     """Nonblocking :func:`allreduce`: returns a :class:`Request` (``MPI.Request`` for native)."""
     return _nonblocking(comm, sendbuf, recvbuf, op, algorithm, dims, persistent=False)
 
 
 def allreduce_init(comm: MPI.Intracomm, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.SUM, *,
-                   algorithm: "str | None" = None, dims: Any = None) -> Any:
+                   algorithm: str | None = None, dims: Any = None) -> Any:
     """Persistent :func:`allreduce` (like MPI-4's ``MPI_Allreduce_init``).
 
     Everything is set up once: the schedule, the plan with its scratch buffers
@@ -493,7 +494,7 @@ class Intracomm(MPI.Intracomm):
     _swing_dims: Any = None
 
     def __new__(cls, comm: MPI.Comm | None = None, *, algorithm: str | None = None,
-                dims: Any = None) -> "Intracomm":
+                dims: Any = None) -> Intracomm:
         if comm is not None and (not isinstance(comm, MPI.Comm) or comm.Is_inter()):
             raise TypeError(f"expected an intracommunicator, got {comm!r}")
         self = super().__new__(cls, comm)
@@ -518,7 +519,7 @@ class Intracomm(MPI.Intracomm):
         return allreduce_init(self, sendbuf, recvbuf, op, algorithm=self._swing_algorithm,
                               dims=self._swing_dims)
 
-    def Dup(self, info: Any = None) -> "Intracomm":  # noqa: N802
+    def Dup(self, info: Any = None) -> Intracomm:  # noqa: N802
         new = super().Dup() if info is None else super().Dup(info)
         if not isinstance(new, Intracomm):
             new = Intracomm(new)

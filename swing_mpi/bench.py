@@ -50,7 +50,8 @@ import shlex
 import socket
 import sys
 import time
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 __all__ = [
     "add_arguments", "run", "main", "build_parser",
@@ -101,7 +102,7 @@ def parse_size(text: str) -> int:
     return int(m.group(1)) * _SUFFIX[m.group(2).upper()]
 
 
-def parse_sizes(spec: str) -> List[int]:
+def parse_sizes(spec: str) -> list[int]:
     """Sizes in bytes from ``MIN:MAX`` (powers of two between, both included),
     ``MIN:MAX:FACTOR`` (each ``FACTOR`` times the last), a comma list
     (``8,64K,1M``) or a mix (``8,1K:1M:4``). Sorted, without duplicates.
@@ -148,13 +149,13 @@ def format_size(n: float) -> str:
     return f"{int(n)} B"
 
 
-def registered_algorithms() -> Tuple[str, ...]:
+def registered_algorithms() -> tuple[str, ...]:
     """Our algorithms, read from the registry at run time (no MPI import)."""
     from .schedule import ALGORITHMS
     return tuple(ALGORITHMS)
 
 
-def parse_algorithms(spec: Optional[str], known: Optional[Sequence[str]] = None) -> List[str]:
+def parse_algorithms(spec: str | None, known: Sequence[str] | None = None) -> list[str]:
     """``"native,swing-bw,auto"`` → a list; ``None``/``"all"`` → ``native`` + every registered one.
 
     ``all`` may appear inside a list (``auto,all``). Unknown names raise ``ValueError``.
@@ -163,7 +164,7 @@ def parse_algorithms(spec: Optional[str], known: Optional[Sequence[str]] = None)
     every = [NATIVE] + [a for a in known if a not in (NATIVE, AUTO)]
     if spec is None or not str(spec).strip():
         return every
-    out: List[str] = []
+    out: list[str] = []
     for name in str(spec).split(","):
         name = name.strip()
         if not name:
@@ -179,9 +180,9 @@ def parse_algorithms(spec: Optional[str], known: Optional[Sequence[str]] = None)
     return out
 
 
-def iterations_for(nbytes: int, iters: int, *, max_bytes: Optional[int] = DEFAULT_MAX_BYTES,
-                   min_iters: int = MIN_ITERS, seconds_per_call: Optional[float] = None,
-                   max_time: Optional[float] = None) -> int:
+def iterations_for(nbytes: int, iters: int, *, max_bytes: int | None = DEFAULT_MAX_BYTES,
+                   min_iters: int = MIN_ITERS, seconds_per_call: float | None = None,
+                   max_time: float | None = None) -> int:
     """Timed iterations for one point: ``iters``, fewer for large or slow points.
 
     At most ``max_bytes`` moved (``nbytes·iters``) and about ``max_time``
@@ -289,7 +290,7 @@ class Config:
         if self.op in ("band", "bor", "bxor") and not self.dtype.startswith(("int", "uint")):
             raise ValueError(f"--op {self.op} needs an integer --dtype")
 
-    def model_params(self) -> Optional[Dict[str, float]]:
+    def model_params(self) -> dict[str, float] | None:
         if self.model_rate is None:
             return None
         return {"link_bytes_per_s": self.model_rate * 1e6 / 8,
@@ -312,7 +313,7 @@ def format_header(bw_unit: str = "GB") -> str:
     return top + "\n" + cols
 
 
-def _num(x: Any) -> Optional[float]:
+def _num(x: Any) -> float | None:
     if x is None or x == "":
         return None
     try:
@@ -369,7 +370,7 @@ def format_table(rows: Iterable[Mapping[str, Any]], bw_unit: str = "GB") -> str:
     return "\n".join(out)
 
 
-def env_header_lines(env: Mapping[str, Any]) -> List[str]:
+def env_header_lines(env: Mapping[str, Any]) -> list[str]:
     """The ``#`` header block printed above the table."""
     lines = [
         f"# swing-mpi bench: allreduce, p={env['p']}, dims={env['dims']} ({env['dims_source']}), "
@@ -431,16 +432,16 @@ _FLOAT_FIELDS = ("time_avg_us", "time_min_us", "time_max_us", "time_median_us", 
                  "vs_native", "model_us")
 
 
-def read_results(path: str) -> Tuple[Dict[str, Any], List[Dict[str, Any]]]:
+def read_results(path: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """``(env, rows)`` from a JSON written by :func:`write_json` or a CSV by :func:`write_csv`."""
     if path.endswith(".json"):
         with open(path) as f:
             data = json.load(f)
         return dict(data.get("env", {})), [dict(r) for r in data["rows"]]
-    rows: List[Dict[str, Any]] = []
+    rows: list[dict[str, Any]] = []
     with open(path, newline="") as f:
         for r in csv.DictReader(f):
-            row: Dict[str, Any] = dict(r)
+            row: dict[str, Any] = dict(r)
             for k in _INT_FIELDS:
                 if row.get(k) not in (None, ""):
                     row[k] = int(float(row[k]))
@@ -452,7 +453,7 @@ def read_results(path: str) -> Tuple[Dict[str, Any], List[Dict[str, Any]]]:
 
 # -- derived columns: ratio to native, model ---------------------------------------------
 
-def add_vs_native(rows: List[Dict[str, Any]], reference: Optional[Sequence[Mapping[str, Any]]] = None) -> None:
+def add_vs_native(rows: list[dict[str, Any]], reference: Sequence[Mapping[str, Any]] | None = None) -> None:
     """Set ``vs_native`` = median / native's median at the same size and place.
 
     ``reference``: the rows whose ``algorithm == "native"`` (and label
@@ -461,15 +462,16 @@ def add_vs_native(rows: List[Dict[str, Any]], reference: Optional[Sequence[Mappi
     set_vs_native(rows, native_medians(rows if reference is None else reference))
 
 
-def native_medians(rows: Iterable[Mapping[str, Any]]) -> Dict[Tuple[int, str], Optional[float]]:
+def native_medians(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[int, str], float | None]:
     """``(size, place)`` → native's median time: the rows labelled ``native`` (MPICH's
-    default selection) where there are any, else every ``native`` row (a forced algorithm)."""
+    default selection) where there are any, else every ``native`` row (a forced algorithm).
+    """
     natives = [r for r in rows if r.get("algorithm") == NATIVE]
     plain = [r for r in natives if (r.get("label") or NATIVE) == NATIVE]
     return {(int(r["size"]), r["place"]): _num(r.get("time_median_us")) for r in (plain or natives)}
 
 
-def set_vs_native(rows: List[Dict[str, Any]], medians: Mapping[Tuple[int, str], Optional[float]]) -> None:
+def set_vs_native(rows: list[dict[str, Any]], medians: Mapping[tuple[int, str], float | None]) -> None:
     """``vs_native`` = median / ``medians[(size, place)]`` (``None`` where that is unknown)."""
     for r in rows:
         m = medians.get((int(r["size"]), r["place"]))
@@ -477,9 +479,10 @@ def set_vs_native(rows: List[Dict[str, Any]], medians: Mapping[Tuple[int, str], 
         r["vs_native"] = (t / m) if (m and t is not None) else None
 
 
-def model_algorithm(row: Mapping[str, Any], known: Optional[Sequence[str]] = None) -> Optional[str]:
+def model_algorithm(row: Mapping[str, Any], known: Sequence[str] | None = None) -> str | None:
     """Which registered schedule models this row: the algorithm (what ``auto`` ran), or,
-    for native runs with a forced MPICH algorithm, the schedule with the same peers."""
+    for native runs with a forced MPICH algorithm, the schedule with the same peers.
+    """
     known = tuple(registered_algorithms() if known is None else known)
     alg = row.get("algorithm")
     if alg == NATIVE:
@@ -491,7 +494,7 @@ def model_algorithm(row: Mapping[str, Any], known: Optional[Sequence[str]] = Non
     return name if name in known else None
 
 
-def add_model_times(rows: List[Dict[str, Any]], *, link_bytes_per_s: float, alpha: float = 0.0,
+def add_model_times(rows: list[dict[str, Any]], *, link_bytes_per_s: float, alpha: float = 0.0,
                     congestion: str = "routed", warn=None) -> bool:
     """Fill ``model_us`` from ``swing_mpi.model.predict_time`` where it can; False if the model is missing."""
     try:
@@ -535,10 +538,11 @@ def _short_size(n: int) -> str:
     return str(int(n))
 
 
-def plot_results(rows: Sequence[Mapping[str, Any]], path: str, *, title: Optional[str] = None,
-                 place: Optional[str] = None) -> str:
+def plot_results(rows: Sequence[Mapping[str, Any]], path: str, *, title: str | None = None,
+                 place: str | None = None) -> str:
     """Goodput (algbw) vs size, log-log, one line per algorithm (model dashed where
-    ``model_us`` is known), and the time ratio vs native below. Returns ``path``."""
+    ``model_us`` is known), and the time ratio vs native below. Returns ``path``.
+    """
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -547,7 +551,7 @@ def plot_results(rows: Sequence[Mapping[str, Any]], path: str, *, title: Optiona
     if place is None:
         place = "out" if "out" in places else sorted(places)[0]
     rows = [r for r in rows if r["place"] == place]
-    names: List[str] = []
+    names: list[str] = []
     for r in rows:
         n = str(r.get("label") or r["algorithm"])
         if n not in names:
@@ -625,10 +629,10 @@ def _first_line(text: str) -> str:
     return re.sub(r"\s+", " ", line)
 
 
-def _environment(comm, cfg: Config, dims: Tuple[int, ...], dims_source: str) -> Dict[str, Any]:
-    from mpi4py import MPI
+def _environment(comm, cfg: Config, dims: tuple[int, ...], dims_source: str) -> dict[str, Any]:
     import mpi4py
     import numpy as np
+    from mpi4py import MPI
 
     from . import __version__
 
@@ -683,14 +687,14 @@ def _environment(comm, cfg: Config, dims: Tuple[int, ...], dims_source: str) -> 
     }
 
 
-def _loadavg() -> Optional[List[float]]:
+def _loadavg() -> list[float] | None:
     try:
         return [round(x, 2) for x in os.getloadavg()]
     except (OSError, AttributeError):
         return None
 
 
-def _resolve_dims(comm, spec: Optional[str]) -> Tuple[Tuple[int, ...], str]:
+def _resolve_dims(comm, spec: str | None) -> tuple[tuple[int, ...], str]:
     from .topology import parse_dims
 
     p = comm.Get_size()
@@ -749,7 +753,8 @@ class _Point:
 
     def buffers(self):
         """A (send, recv) pair: send holds the input, recv is uninitialised; fresh ones up to
-        :data:`OWN_BUFFERS_MAX` bytes, else the point's one shared pair."""
+        :data:`OWN_BUFFERS_MAX` bytes, else the point's one shared pair.
+        """
         if self.nbytes <= OWN_BUFFERS_MAX:
             return self.input.copy(), self.np.empty_like(self.input)
         if self._shared is None:
@@ -807,7 +812,7 @@ class _Prepared:
         self.recv = recv
         self.wrong = wrong
         self.iters = iters
-        self.times: List[float] = []
+        self.times: list[float] = []
 
 
 def _timed(comm, pt: _Point, call, recv) -> float:
@@ -822,8 +827,8 @@ def _timed(comm, pt: _Point, call, recv) -> float:
 
 def prepare_point(comm, mpi_op, cfg: Config, alg: str, dims, pt: _Point, *, exact: bool) -> _Prepared:
     """The checked call, the warmup and the iteration count (equal on all ranks) of ``alg`` on ``pt``."""
-    from mpi4py import MPI
     import numpy as np
+    from mpi4py import MPI
 
     send, recv = pt.buffers()
     call = _call(comm, mpi_op, alg, dims, pt, send, recv)
@@ -839,15 +844,15 @@ def prepare_point(comm, mpi_op, cfg: Config, alg: str, dims, pt: _Point, *, exac
     return _Prepared(alg, call, recv, int(wrong), iters)
 
 
-def time_point(comm, pt: _Point, preps: Sequence[_Prepared], *, interleave: bool = True) -> List[Dict[str, Any]]:
+def time_point(comm, pt: _Point, preps: Sequence[_Prepared], *, interleave: bool = True) -> list[dict[str, Any]]:
     """Time every prepared algorithm on ``pt``; one result dict per algorithm, equal on all ranks.
 
     ``interleave``: iteration ``i`` of every algorithm, then iteration ``i+1``
     (round robin), so a burst of machine noise lands on all algorithms alike;
     otherwise all iterations of one algorithm, then the next (OSU style).
     """
-    from mpi4py import MPI
     import numpy as np
+    from mpi4py import MPI
 
     if interleave:
         for i in range(max((q.iters for q in preps), default=0)):
@@ -879,7 +884,7 @@ def time_point(comm, pt: _Point, preps: Sequence[_Prepared], *, interleave: bool
     return out
 
 
-def measure_point(comm, mpi_op, cfg: Config, alg: str, dims, pt: _Point, *, exact: bool) -> Dict[str, Any]:
+def measure_point(comm, mpi_op, cfg: Config, alg: str, dims, pt: _Point, *, exact: bool) -> dict[str, Any]:
     """Check, warm up and time one algorithm on ``pt`` (the same dict on every rank)."""
     return time_point(comm, pt, [prepare_point(comm, mpi_op, cfg, alg, dims, pt, exact=exact)])[0]
 
@@ -887,14 +892,14 @@ def measure_point(comm, mpi_op, cfg: Config, alg: str, dims, pt: _Point, *, exac
 _OPS = {"sum": "SUM", "prod": "PROD", "max": "MAX", "min": "MIN", "band": "BAND", "bor": "BOR", "bxor": "BXOR"}
 
 
-def run_bench(comm, cfg: Config, *, start=None, log=None) -> Tuple[Dict[str, Any], List[Dict[str, Any]]]:
+def run_bench(comm, cfg: Config, *, start=None, log=None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Run the whole sweep on ``comm``; returns ``(env, rows)`` (on every rank).
 
     On rank 0, ``start(env)`` is called before the first point and
     ``log(env, rows_of_one_size, size_index, seconds)`` after each size.
     """
-    from mpi4py import MPI
     import numpy as np
+    from mpi4py import MPI
 
     from .api import _state, is_exact, resolve
 
@@ -906,7 +911,7 @@ def run_bench(comm, cfg: Config, *, start=None, log=None) -> Tuple[Dict[str, Any
     exact = is_exact(mpi_op, datatype) or np.dtype(cfg.dtype).kind in "iub"
     p = comm.Get_size()
     label = cfg.label or NATIVE
-    rows: List[Dict[str, Any]] = []
+    rows: list[dict[str, Any]] = []
     if start is not None and comm.Get_rank() == 0:
         start(env)
     for si, nbytes in enumerate(cfg.sizes):
@@ -952,8 +957,8 @@ def run(args: argparse.Namespace) -> int:
             _say(f"swing-mpi bench: {e}")
         return 2
     t_start = time.perf_counter()
-    all_rows: List[Dict[str, Any]] = []
-    state: Dict[str, Any] = {}
+    all_rows: list[dict[str, Any]] = []
+    state: dict[str, Any] = {}
     model = cfg.model_params()
 
     def warn(msg: str) -> None:
@@ -1001,7 +1006,7 @@ def _plot_title(env: Mapping[str, Any]) -> str:
             f" — {env.get('mpi_library', '')}")
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     """``python benchmarks/allreduce.py`` / ``python -m swing_mpi.bench``."""
     args = build_parser().parse_args(argv)
     return run(args)

@@ -7,12 +7,10 @@ from ``count`` alone, so they agree on every boundary.
 
 from __future__ import annotations
 
-from typing import List, Tuple
-
 __all__ = ["split", "split_range"]
 
 
-def split(count: int, n: int) -> List[Tuple[int, int]]:
+def split(count: int, n: int) -> list[tuple[int, int]]:
     """``n`` contiguous ``(start, stop)`` pieces covering ``range(count)``."""
     if n < 1:
         raise ValueError(f"cannot split into {n} pieces")
@@ -25,7 +23,7 @@ def split(count: int, n: int) -> List[Tuple[int, int]]:
     return out
 
 
-def split_range(rng: Tuple[int, int], n: int) -> List[Tuple[int, int]]:
+def split_range(rng: tuple[int, int], n: int) -> list[tuple[int, int]]:
     """:func:`split` applied to the range ``rng`` (offsets shifted)."""
     a, b = rng
     return [(a + s, a + e) for s, e in split(b - a, n)]

@@ -28,7 +28,8 @@ __all__ = ["BufferSpec", "DeviceBuffer", "parse_buffer", "is_in_place", "numpy_d
 class DeviceBuffer(Exception):
     """The buffer is not a Python buffer (only DLPack or ``__cuda_array_interface__``,
     possibly device memory): the API hands the call to the MPI library's own
-    Allreduce, which understands those protocols."""
+    Allreduce, which understands those protocols.
+    """
 
 
 @dataclass(frozen=True)
@@ -135,7 +136,7 @@ def parse_buffer(spec: Any, *, writable: bool, where: str) -> BufferSpec:
     return BufferSpec(data, count, datatype, extent)
 
 
-def numpy_dtype(datatype: MPI.Datatype) -> "np.dtype | None":
+def numpy_dtype(datatype: MPI.Datatype) -> np.dtype | None:
     """The numpy dtype of a predefined datatype, or ``None``."""
     try:
         code = datatype.tocode()

@@ -55,8 +55,9 @@ import platform
 import socket
 import sys
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any
 
 from .bench import format_size
 
@@ -100,9 +101,9 @@ def _say(comm, msg: str) -> None:
 
 # -- measurement ------------------------------------------------------------------------
 
-def measure(comm, sizes: Sequence[int], *, dims: Tuple[int, ...], iters: int = DEFAULT_ITERS,
+def measure(comm, sizes: Sequence[int], *, dims: tuple[int, ...], iters: int = DEFAULT_ITERS,
             warmup: int = DEFAULT_WARMUP, series: Sequence[Series] = SERIES,
-            progress: bool = True) -> List[Dict[str, Any]]:
+            progress: bool = True) -> list[dict[str, Any]]:
     """Median times (seconds, max over ranks per call) of every series at every size.
 
     Collective. Sizes are taken in groups (few enough that every plan stays
@@ -122,10 +123,10 @@ def measure(comm, sizes: Sequence[int], *, dims: Tuple[int, ...], iters: int = D
     counts = sorted({max(1, int(n) // ITEMSIZE) for n in sizes})
     ours = max(1, sum(1 for s in series if s.algorithm != "native"))
     group = max(1, _PLANS_KEPT // ours)
-    out: List[Dict[str, Any]] = []
+    out: list[dict[str, Any]] = []
     for g in range(0, len(counts), group):
         chunk = counts[g:g + group]
-        calls: List[List[Callable[[], None]]] = []
+        calls: list[list[Callable[[], None]]] = []
         for count in chunk:
             rng = np.random.default_rng([12345, rank, count])
             row = []
@@ -164,7 +165,7 @@ def measure(comm, sizes: Sequence[int], *, dims: Tuple[int, ...], iters: int = D
 
 # -- fitting ------------------------------------------------------------------------------
 
-def nnls(rows: Sequence[Sequence[float]], y: Sequence[float]) -> Tuple[List[float], float]:
+def nnls(rows: Sequence[Sequence[float]], y: Sequence[float]) -> tuple[list[float], float]:
     """Non-negative least squares for a handful of unknowns (every support set is tried).
 
     Returns the coefficients and the residual sum of squares.
@@ -198,20 +199,20 @@ class Fit:
     beta: float
     gamma: float
     concurrent_lanes: bool
-    points: List[Dict[str, Any]] = field(default_factory=list)
+    points: list[dict[str, Any]] = field(default_factory=list)
     """Per fitted point: the record plus ``features`` and ``model_s``."""
     gamma_measured: bool = False
     """γ came from :func:`measure_gamma` (only α and β were fitted)."""
-    rms: Dict[bool, float] = field(default_factory=dict)
+    rms: dict[bool, float] = field(default_factory=dict)
     """Root-mean-square relative error of the fit with each lane mode."""
-    regret: Dict[bool, float] = field(default_factory=dict)
+    regret: dict[bool, float] = field(default_factory=dict)
     """Mean relative time lost by each lane mode's swing-lat/swing-bw choices on the measured points."""
     overhead: float = 0.0
     """Seconds per call, the same for every algorithm (argument checks, leaving the barrier):
     fitted so that it does not bias α, but no part of the choice."""
 
     @property
-    def rel_errors(self) -> List[float]:
+    def rel_errors(self) -> list[float]:
         return [(p["model_s"] - p["median_s"]) / p["median_s"] for p in self.points if p["median_s"] > 0]
 
     @property
@@ -224,7 +225,7 @@ class Fit:
         return max((abs(x) for x in self.rel_errors), default=float("nan"))
 
 
-def fit(records: Sequence[Dict[str, Any]], dims: Tuple[int, ...], *, gamma: Optional[float] = None) -> Fit:
+def fit(records: Sequence[dict[str, Any]], dims: tuple[int, ...], *, gamma: float | None = None) -> Fit:
     """Fit the model of :mod:`swing_mpi.select` to our series' medians (relative errors).
 
     With ``gamma`` (measured apart, :func:`measure_gamma`) only α and β are
@@ -270,11 +271,11 @@ def fit(records: Sequence[Dict[str, Any]], dims: Tuple[int, ...], *, gamma: Opti
     return fit_
 
 
-def _regret(records: Sequence[Dict[str, Any]], tuning, dims: Tuple[int, ...]) -> float:
+def _regret(records: Sequence[dict[str, Any]], tuning, dims: tuple[int, ...]) -> float:
     """Mean time lost (relative) by the model's swing-lat/swing-bw choices on measured points."""
     from .select import choose
 
-    by: Dict[Tuple, float] = {}
+    by: dict[tuple, float] = {}
     for r in records:
         by[(tuple(r.get("dims", dims)), r["count"], r["algorithm"], r["exact"])] = r["median_s"]
     lost = []
@@ -320,7 +321,7 @@ def measure_gamma(comm, nbytes: int = 4 << 20, *, iters: int = 9) -> float:
     return float(comm.allreduce(mine, op=MPI.MAX))
 
 
-def native_threshold(records: Sequence[Dict[str, Any]], *, margin: float = DEFAULT_NATIVE_MARGIN) -> Optional[int]:
+def native_threshold(records: Sequence[dict[str, Any]], *, margin: float = DEFAULT_NATIVE_MARGIN) -> int | None:
     """Below which size ``native`` should run, or ``None``.
 
     At each measured size ``native`` wins if its median is at least
@@ -329,7 +330,7 @@ def native_threshold(records: Sequence[Dict[str, Any]], *, margin: float = DEFAU
     size does not move it far); ties go to the smaller threshold. ``None``
     when the best step is below the smallest size (native never).
     """
-    by_size: Dict[int, Dict[str, float]] = {}
+    by_size: dict[int, dict[str, float]] = {}
     for r in records:
         by_size.setdefault(r["nbytes"], {})[r["series"]] = r["median_s"]
     sizes, wins = [], []
@@ -356,13 +357,13 @@ def native_threshold(records: Sequence[Dict[str, Any]], *, margin: float = DEFAU
 
 
 
-def _table_sizes(p: int) -> List[int]:
+def _table_sizes(p: int) -> list[int]:
     return [8 << i for i in range(22)]  # 8 B … 16 MiB
 
 
-def calibrate(comm, *, sizes: Sequence[int], dims: Tuple[int, ...], iters: int = DEFAULT_ITERS,
+def calibrate(comm, *, sizes: Sequence[int], dims: tuple[int, ...], iters: int = DEFAULT_ITERS,
               warmup: int = DEFAULT_WARMUP, native: bool = True, margin: float = DEFAULT_NATIVE_MARGIN,
-              progress: bool = True) -> Tuple[Any, Fit, List[Dict[str, Any]]]:
+              progress: bool = True) -> tuple[Any, Fit, list[dict[str, Any]]]:
     """Measure, fit and return ``(Tuning, Fit, records)``, the same on every rank (collective)."""
     from .select import Tuning
 
@@ -377,7 +378,7 @@ def calibrate(comm, *, sizes: Sequence[int], dims: Tuple[int, ...], iters: int =
     return Tuning(f.alpha, f.beta, f.gamma, below, source, f.concurrent_lanes), f, records
 
 
-def report(tuning, f: Fit, records: Sequence[Dict[str, Any]], *, p: int, dims: Tuple[int, ...]) -> str:
+def report(tuning, f: Fit, records: Sequence[dict[str, Any]], *, p: int, dims: tuple[int, ...]) -> str:
     names = []
     for r in records:
         if r["series"] not in names:
@@ -422,7 +423,7 @@ def report(tuning, f: Fit, records: Sequence[Dict[str, Any]], *, p: int, dims: T
     return "\n".join(lines)
 
 
-def _auto_columns(tuning, p: int, dims: Tuple[int, ...]) -> List[str]:
+def _auto_columns(tuning, p: int, dims: tuple[int, ...]) -> list[str]:
     from .select import choose
 
     rows = [f"| {'size':>9} | {'float64 SUM':<11} | {'int64 SUM':<11} |", f"|{'-' * 10}:|{'-' * 13}|{'-' * 13}|"]
@@ -529,7 +530,7 @@ def run(args: argparse.Namespace) -> int:
     return int(comm.bcast(rc, root=0))
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="swing-mpi calibrate", description=__doc__.splitlines()[0])
     add_arguments(parser)
     return run(parser.parse_args(argv))

@@ -11,7 +11,7 @@ import argparse
 import importlib
 import json
 import sys
-from typing import List, Sequence
+from collections.abc import Sequence
 
 __all__ = ["main", "build_parser"]
 
@@ -40,12 +40,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
-def _block_ids(ranges, blocks) -> List[int]:
+def _block_ids(ranges, blocks) -> list[int]:
     """Indices of the blocks (``(start, stop)`` list) that ``ranges`` cover."""
     return [i for i, (a, b) in enumerate(blocks) if b > a and any(x < b and a < y for x, y in ranges)]
 
 
-def _fmt_blocks(ids: List[int]) -> str:
+def _fmt_blocks(ids: list[int]) -> str:
     return "{" + ",".join(map(str, ids)) + "}" if ids else "-"
 
 
@@ -135,7 +135,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: List[str] | None = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(argv)
     args = parser.parse_args(argv)

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import os
 import time
-from typing import List, Tuple
 
 import numpy as np
 from mpi4py import MPI
@@ -103,7 +102,7 @@ _YIELD = _WAIT != "spin"
 _SLEEP = float(os.environ.get("SWING_MPI_SLEEP_US", "0")) * 1e-6
 
 
-def _wait_some(reqs: List[MPI.Request]) -> "List[int] | None":
+def _wait_some(reqs: list[MPI.Request]) -> list[int] | None:
     """``Waitsome``, but yielding the CPU between polls.
 
     MPICH busy-polls inside ``Waitsome``; with more ranks than cores (tests,
@@ -126,7 +125,7 @@ def _wait_some(reqs: List[MPI.Request]) -> "List[int] | None":
             os.sched_yield()
 
 
-def _wait_all(reqs: List[MPI.Request]) -> None:
+def _wait_all(reqs: list[MPI.Request]) -> None:
     """``Waitall`` with the yielding poll of :func:`_wait_some`."""
     if not _YIELD:
         MPI.Request.Waitall(reqs)
@@ -169,7 +168,7 @@ class Plan:
         ext = self.ext
         self.vec_bytes = schedule.count * ext
         self.work_bytes = self.vec_bytes * schedule.slots
-        self.lanes: List[List[Tuple[List[_Xfer], bool]]] = []
+        self.lanes: list[list[tuple[list[_Xfer], bool]]] = []
         scratch_need = 0
         lane_layouts = []
         for lane in schedule.lanes:
@@ -207,9 +206,9 @@ class Plan:
         self._tag = TAG_BASE
 
     # -- data movement ------------------------------------------------------
-    def _post(self, lane: int, step: int, work: np.ndarray) -> List[MPI.Request]:
+    def _post(self, lane: int, step: int, work: np.ndarray) -> list[MPI.Request]:
         xs, _ = self.lanes[lane][step]
-        reqs: List[MPI.Request] = []
+        reqs: list[MPI.Request] = []
         tag = self._tag + lane
         dt = self.datatype
         comm = self.comm
@@ -266,8 +265,8 @@ class Plan:
         nl = len(self.lanes)
         self._pos = [0] * nl
         self._left = [0] * nl
-        self._reqs: List[MPI.Request] = []
-        self._owner: List[int] = []
+        self._reqs: list[MPI.Request] = []
+        self._owner: list[int] = []
         self.active = True
         self._round()
         if not self._reqs:
@@ -303,7 +302,7 @@ class Plan:
             self._apply(0, k, work)
         self._finish()
 
-    def _begin(self, result: np.ndarray, source: "np.ndarray | None", seq: int) -> np.ndarray:
+    def _begin(self, result: np.ndarray, source: np.ndarray | None, seq: int) -> np.ndarray:
         """The input in place, the tags of operation ``seq``; returns the work buffer."""
         if self.active:
             raise RuntimeError("this allreduce is still in progress; wait for it before starting it again")

@@ -58,10 +58,11 @@ import json
 import math
 import os
 import warnings
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Dict, Iterable, Mapping, Optional, Sequence, Tuple
+from typing import Any
 
 from .schedule import build_schedule
 from .schedule.base import REDUCE
@@ -106,7 +107,7 @@ class Tuning:
     alpha: float
     beta: float
     gamma: float
-    native_below_bytes: Optional[int] = None
+    native_below_bytes: int | None = None
     source: str = field(default="defaults", compare=False)
     concurrent_lanes: bool = True
 
@@ -121,7 +122,7 @@ class Tuning:
         if not isinstance(self.concurrent_lanes, bool):
             raise TuningError(f"tuning concurrent_lanes must be true or false, got {self.concurrent_lanes!r}")
 
-    def to_dict(self) -> Dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["version"] = TUNING_VERSION
         return d
@@ -175,7 +176,7 @@ class Features:
     all_lanes_bytes: int = 0
     """Bytes of every lane, summed over steps and lanes (serial lanes)."""
 
-    def counts(self, concurrent_lanes: bool) -> Tuple[int, int]:
+    def counts(self, concurrent_lanes: bool) -> tuple[int, int]:
         """``(α count, bytes moved)`` under one lane mode."""
         if concurrent_lanes:
             return self.steps, self.lane_bytes
@@ -186,12 +187,12 @@ class Features:
         return k * tuning.alpha + m * tuning.beta + self.reduced_bytes * tuning.gamma
 
 
-def _probe_ranks(p: int) -> Tuple[int, ...]:
+def _probe_ranks(p: int) -> tuple[int, ...]:
     return (0,) if p <= 1 else (0, p - 1)
 
 
 @lru_cache(maxsize=4096)
-def features(algorithm: str, dims: Tuple[int, ...], count: int, itemsize: int, exact: bool) -> Features:
+def features(algorithm: str, dims: tuple[int, ...], count: int, itemsize: int, exact: bool) -> Features:
     """Steps, busiest-lane bytes and reduced bytes of ``algorithm`` (cached)."""
     dims = tuple(int(d) for d in dims)
     p = math.prod(dims)
@@ -227,21 +228,21 @@ def features(algorithm: str, dims: Tuple[int, ...], count: int, itemsize: int, e
 
 
 def estimate(algorithm: str, dims: Sequence[int], count: int, itemsize: int, *, exact: bool,
-             tuning: Optional[Tuning] = None) -> float:
+             tuning: Tuning | None = None) -> float:
     """Modelled seconds of one allreduce of ``count`` elements with ``algorithm``."""
     return features(algorithm, tuple(dims), int(count), int(itemsize), bool(exact)).time(
         tuning or DEFAULT_TUNING)
 
 
 def estimates(dims: Sequence[int], count: int, itemsize: int, *, exact: bool,
-              tuning: Optional[Tuning] = None,
-              algorithms: Iterable[str] = CANDIDATES) -> Dict[str, float]:
+              tuning: Tuning | None = None,
+              algorithms: Iterable[str] = CANDIDATES) -> dict[str, float]:
     """:func:`estimate` of every candidate, by name."""
     return {a: estimate(a, dims, count, itemsize, exact=exact, tuning=tuning) for a in algorithms}
 
 
 def choose(p: int, dims: Sequence[int], count: int, itemsize: int, *, exact: bool, commutative: bool,
-           tuning: Optional[Tuning] = None) -> str:
+           tuning: Tuning | None = None) -> str:
     """The algorithm ``auto`` runs (the same on every rank for the same arguments).
 
     Args:
@@ -263,7 +264,7 @@ def choose(p: int, dims: Sequence[int], count: int, itemsize: int, *, exact: boo
 
 
 @lru_cache(maxsize=4096)
-def _choose(p: int, dims: Tuple[int, ...], count: int, itemsize: int, exact: bool, commutative: bool,
+def _choose(p: int, dims: tuple[int, ...], count: int, itemsize: int, exact: bool, commutative: bool,
             tuning: Tuning) -> str:
     if not commutative:
         return NONCOMMUTATIVE
@@ -322,7 +323,7 @@ def _read(path: Path) -> Tuning:
     return tuning_from_dict(data, source=str(path))
 
 
-def load_tuning(path: "str | os.PathLike[str] | None" = None) -> Tuning:
+def load_tuning(path: str | os.PathLike[str] | None = None) -> Tuning:
     """The tuning of this process (not collective; see :func:`tuning_for_comm`).
 
     Args:
@@ -355,7 +356,7 @@ def load_tuning(path: "str | os.PathLike[str] | None" = None) -> Tuning:
         return DEFAULT_TUNING
 
 
-def save_tuning(tuning: Tuning, path: "str | os.PathLike[str]", *, extra: Optional[Mapping[str, Any]] = None) -> Path:
+def save_tuning(tuning: Tuning, path: str | os.PathLike[str], *, extra: Mapping[str, Any] | None = None) -> Path:
     """Write ``tuning`` (and ``extra`` keys, e.g. measurements) as JSON, creating the folder."""
     path = Path(path)
     data = dict(extra or {})
@@ -382,7 +383,8 @@ def tuning_for_comm(comm: Any) -> Tuning:
 
 def _load_never_raising() -> Tuning:
     """:func:`load_tuning`, but the defaults (with a warning) on any error: the other
-    ranks wait in the broadcast, so rank 0 must always reach it."""
+    ranks wait in the broadcast, so rank 0 must always reach it.
+    """
     try:
         return load_tuning()
     except Exception as e:  # noqa: BLE001
@@ -400,7 +402,7 @@ def _fmt_size(n: int) -> str:
     return f"{n} B"
 
 
-def _dims_of(shape: Any) -> Tuple[int, ...]:
+def _dims_of(shape: Any) -> tuple[int, ...]:
     if isinstance(shape, int):
         return (shape,)
     if isinstance(shape, str):
@@ -409,7 +411,7 @@ def _dims_of(shape: Any) -> Tuple[int, ...]:
 
 
 def auto_table(shapes: Iterable[Any], sizes: Iterable[int], *, dtype_itemsize: int = 8, exact: bool = False,
-               tuning: Optional[Tuning] = None, commutative: bool = True) -> str:
+               tuning: Tuning | None = None, commutative: bool = True) -> str:
     """A markdown table: what ``auto`` picks, one row per size, one column per torus shape.
 
     Args:

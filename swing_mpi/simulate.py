@@ -10,8 +10,8 @@ asked, a trace of the messages (for the cost model).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Sequence, Tuple
 
 import numpy as np
 
@@ -36,7 +36,7 @@ class Message:
     port: int | None
 
 
-def schedules_for_all(build: Callable[[int], Schedule], p: int) -> List[Schedule]:
+def schedules_for_all(build: Callable[[int], Schedule], p: int) -> list[Schedule]:
     return [build(r) for r in range(p)]
 
 
@@ -51,8 +51,8 @@ def simulate(
     inputs: Sequence[np.ndarray],
     op: BinaryOp = np.add,
     *,
-    trace: List[Message] | None = None,
-) -> List[np.ndarray]:
+    trace: list[Message] | None = None,
+) -> list[np.ndarray]:
     """Run ``schedules`` (one per rank) on copies of ``inputs``.
 
     ``op(a, b)`` must return ``a op b`` elementwise (the left operand first).
@@ -82,7 +82,7 @@ def simulate(
         nsteps = max(len(s.lanes[lane]) for s in schedules if s.lanes)
         for step in range(nsteps):
             # post: pack every send of this step before anyone applies anything
-            inbox: Dict[Tuple[int, int], List[np.ndarray]] = {}
+            inbox: dict[tuple[int, int], list[np.ndarray]] = {}
             for s in schedules:
                 if not s.lanes or step >= len(s.lanes[lane]):
                     continue

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Iterable, Sequence, Tuple, Union
+from typing import Any, Union
 
 __all__ = ["Torus", "DimsLike", "parse_dims", "balanced_dims", "prime_factors"]
 
@@ -34,7 +35,7 @@ def prime_factors(n: int) -> list[int]:
     return out
 
 
-def balanced_dims(p: int, ndims: int) -> Tuple[int, ...]:
+def balanced_dims(p: int, ndims: int) -> tuple[int, ...]:
     """A balanced factorisation of ``p`` into ``ndims`` sides, largest first.
 
     The same rule as ``MPI.Compute_dims``: place prime factors, largest first,
@@ -51,7 +52,7 @@ def balanced_dims(p: int, ndims: int) -> Tuple[int, ...]:
     return tuple(sorted(dims, reverse=True))
 
 
-def parse_dims(spec: Any, p: int | None = None) -> Tuple[int, ...]:
+def parse_dims(spec: Any, p: int | None = None) -> tuple[int, ...]:
     """Turn ``"4x4"``, ``(4, 4)``, ``16`` or ``None`` into a dims tuple.
 
     ``None`` means a 1-D ring of ``p``; ``"2d"``/``"3d"`` a balanced
@@ -63,7 +64,7 @@ def parse_dims(spec: Any, p: int | None = None) -> Tuple[int, ...]:
             raise ValueError("dims=None needs the number of ranks p")
         return (p,)
     if isinstance(spec, Torus):
-        dims: Tuple[int, ...] = spec.dims
+        dims: tuple[int, ...] = spec.dims
     elif isinstance(spec, str) and re.fullmatch(r"\s*\d+\s*d\s*", spec.lower()):
         # "2d", "3d": a balanced factorisation of p, like MPI.Compute_dims
         if p is None:
@@ -101,14 +102,14 @@ def parse_dims(spec: Any, p: int | None = None) -> Tuple[int, ...]:
 class Torus:
     """A torus with sides ``dims`` (row-major ranks, last dimension fastest)."""
 
-    dims: Tuple[int, ...]
+    dims: tuple[int, ...]
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "dims", parse_dims(self.dims))
 
     # -- construction -----------------------------------------------------
     @classmethod
-    def from_spec(cls, spec: DimsLike, p: int | None = None, *, ndims: int | None = None) -> "Torus":
+    def from_spec(cls, spec: DimsLike, p: int | None = None, *, ndims: int | None = None) -> Torus:
         """Dims from a tuple, a ``"4x4"`` string, ``ndims`` (balanced) or a ring of ``p``."""
         if ndims is not None:
             if spec is not None:
@@ -119,7 +120,7 @@ class Torus:
         return cls(parse_dims(spec, p))
 
     @classmethod
-    def from_cartcomm(cls, comm: Any) -> "Torus":
+    def from_cartcomm(cls, comm: Any) -> Torus:
         """The torus of an mpi4py ``Cartcomm`` (its own dims)."""
         dims = tuple(comm.Get_topo()[0]) if hasattr(comm, "Get_topo") else tuple(comm.dims)
         return cls(dims)
@@ -141,14 +142,14 @@ class Torus:
         return "x".join(map(str, self.dims))
 
     @cached_property
-    def _strides(self) -> Tuple[int, ...]:
+    def _strides(self) -> tuple[int, ...]:
         strides, s = [], 1
         for d in reversed(self.dims):
             strides.append(s)
             s *= d
         return tuple(reversed(strides))
 
-    def coords(self, rank: int) -> Tuple[int, ...]:
+    def coords(self, rank: int) -> tuple[int, ...]:
         """Coordinates of ``rank`` (MPI Cartesian order)."""
         if not 0 <= rank < self.size:
             raise ValueError(f"rank {rank} is outside a torus of {self.size} ranks")

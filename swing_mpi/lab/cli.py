@@ -16,7 +16,7 @@ import argparse
 import json
 import sys
 import time
-from typing import List, Optional, Sequence
+from collections.abc import Sequence
 
 from ..topology import Torus
 from .netns import Lab, LabError, LabUnavailable, cleanup_stale, lab_available
@@ -79,7 +79,7 @@ def _parse_env(items: Sequence[str]) -> dict:
 
 def run(args: argparse.Namespace) -> int:
     """Carry out a parsed ``lab`` command line; returns the exit status."""
-    command: List[str] = list(args.command or [])
+    command: list[str] = list(args.command or [])
     if command and command[0] == "--":
         command = command[1:]
     try:
@@ -143,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
         return 130
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     """``python -m swing_mpi.lab``."""
     args = build_parser().parse_args(argv)
     return run(args)

@@ -26,10 +26,11 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any
 
 from ..topology import DimsLike, Torus
 from .plan import (
@@ -58,7 +59,7 @@ __all__ = [
 
 #: Environment that makes MPICH talk over the network (TCP through libfabric), never
 #: through shared memory, so every byte crosses the emulated links.
-MPI_ENV: Dict[str, str] = {
+MPI_ENV: dict[str, str] = {
     "MPIR_CVAR_NOLOCAL": "1",
     "MPIR_CVAR_CH4_NETMOD": "ofi",
     "FI_PROVIDER": "tcp",
@@ -108,7 +109,7 @@ def _run(cmd: Command, *, timeout: float = 60.0, check: bool = True) -> subproce
     return res
 
 
-def _run_parallel(cmds: Sequence[Command], *, workers: int = 8, timeout: float = 60.0) -> List[subprocess.CompletedProcess]:
+def _run_parallel(cmds: Sequence[Command], *, workers: int = 8, timeout: float = 60.0) -> list[subprocess.CompletedProcess]:
     if not cmds:
         return []
     if len(cmds) == 1:
@@ -118,7 +119,7 @@ def _run_parallel(cmds: Sequence[Command], *, workers: int = 8, timeout: float =
         return [f.result() for f in futures]
 
 
-def list_namespaces() -> List[str]:
+def list_namespaces() -> list[str]:
     """Names of all named network namespaces (``ip netns list``)."""
     res = _run(Command(("ip", "netns", "list")), check=False)
     if res.returncode != 0:
@@ -129,7 +130,7 @@ def list_namespaces() -> List[str]:
 # ---------------------------------------------------------------------------
 # availability
 # ---------------------------------------------------------------------------
-def _effective_caps() -> Optional[int]:
+def _effective_caps() -> int | None:
     try:
         for line in Path("/proc/self/status").read_text().splitlines():
             if line.startswith("CapEff:"):
@@ -139,7 +140,7 @@ def _effective_caps() -> Optional[int]:
     return None
 
 
-def lab_available() -> Tuple[bool, str]:
+def lab_available() -> tuple[bool, str]:
     """Whether a lab can be built here, and why not.
 
     Checks Linux, ``ip``/``tc``, the capabilities, then really creates a scratch
@@ -214,14 +215,14 @@ def _owner_alive(prefix: str, run_id: str) -> bool:
     return _pid_alive(pid)
 
 
-def cleanup_stale(prefix: str = DEFAULT_PREFIX, *, include_live: bool = False, log: Log = _nolog) -> List[str]:
+def cleanup_stale(prefix: str = DEFAULT_PREFIX, *, include_live: bool = False, log: Log = _nolog) -> list[str]:
     """Delete namespaces left behind by labs with ``prefix``; returns the deleted names.
 
     Labs whose owning process is still alive are kept unless ``include_live``.
     Scratch namespaces of :func:`lab_available` probes are removed too.
     """
     pat = namespace_pattern(prefix)
-    doomed: List[str] = []
+    doomed: list[str] = []
     runs = set()
     for ns in list_namespaces():
         m = pat.fullmatch(ns)
@@ -267,8 +268,8 @@ class RateResult:
 
     name: str
     description: str
-    flows: List[Tuple[int, int]]
-    mb_per_s: List[float]
+    flows: list[tuple[int, int]]
+    mb_per_s: list[float]
     rate_mb_per_s: float
 
     @property
@@ -294,9 +295,9 @@ class CheckResult:
     """What :meth:`Lab.check` found."""
 
     pairs_checked: int
-    route_errors: List[str] = field(default_factory=list)
+    route_errors: list[str] = field(default_factory=list)
     max_hops: int = 0
-    rates: List[RateResult] = field(default_factory=list)
+    rates: list[RateResult] = field(default_factory=list)
     min_fraction: float = 0.5
 
     @property
@@ -312,7 +313,7 @@ class CheckResult:
         are starved for moments by CPU scheduling (seen at ~1.6 MB/s next to
         ~5 MB/s ones), which says nothing about the links.
         """
-        def good(r: "RateResult") -> bool:
+        def good(r: RateResult) -> bool:
             got = r.mean if len(r.flows) > 8 else r.min
             return bool(r.mb_per_s) and got >= self.min_fraction * r.rate_mb_per_s
 
@@ -338,7 +339,7 @@ class CheckResult:
         lines.append("check: " + ("OK" if self.ok else "FAILED"))
         return "\n".join(lines)
 
-    def as_dict(self) -> Dict[str, Any]:
+    def as_dict(self) -> dict[str, Any]:
         return {
             "ok": self.ok,
             "pairs_checked": self.pairs_checked,
@@ -376,13 +377,13 @@ class Lab:
 
     def __init__(
         self,
-        torus: "Torus | DimsLike",
+        torus: Torus | DimsLike,
         *,
         rate_mbit: float = DEFAULT_RATE_MBIT,
         mtu: int = DEFAULT_MTU,
         prefix: str = DEFAULT_PREFIX,
-        run_id: Optional[str] = None,
-        log: Optional[Log] = None,
+        run_id: str | None = None,
+        log: Log | None = None,
     ) -> None:
         self.torus = torus if isinstance(torus, Torus) else Torus.from_spec(torus)
         self._prefix = prefix
@@ -392,10 +393,10 @@ class Lab:
         self._user_log: Log = log or _nolog
         self.plan: LabPlan = make_plan(self.torus, run_id=run_id or "0", prefix=prefix, rate_mbit=rate_mbit, mtu=mtu)
         self.built = False
-        self.build_seconds: Optional[float] = None
-        self.teardown_seconds: Optional[float] = None
-        self._tmpdir: Optional[Path] = None
-        self._old_handlers: Dict[int, Any] = {}
+        self.build_seconds: float | None = None
+        self.teardown_seconds: float | None = None
+        self._tmpdir: Path | None = None
+        self._old_handlers: dict[int, Any] = {}
 
     def log(self, msg: str) -> None:
         """Progress message to the ``log`` callable; never raises (teardown must go on)."""
@@ -406,7 +407,7 @@ class Lab:
 
     # -- names --------------------------------------------------------------
     @property
-    def namespaces(self) -> Tuple[str, ...]:
+    def namespaces(self) -> tuple[str, ...]:
         return self.plan.namespaces
 
     def namespace(self, rank: int) -> str:
@@ -416,7 +417,7 @@ class Lab:
         return self.plan.address(rank)
 
     # -- lifecycle ------------------------------------------------------------
-    def __enter__(self) -> "Lab":
+    def __enter__(self) -> Lab:
         self._install_signal_handlers()
         try:
             self.build()
@@ -519,13 +520,13 @@ class Lab:
         self._old_handlers.clear()
 
     @staticmethod
-    def _block_signals() -> Optional[set]:
+    def _block_signals() -> set | None:
         if threading.current_thread() is not threading.main_thread():
             return None
         return set(signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}))
 
     @staticmethod
-    def _unblock_signals(old: Optional[set]) -> None:
+    def _unblock_signals(old: set | None) -> None:
         if old is not None:
             signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
@@ -555,11 +556,11 @@ class Lab:
         )
         path.chmod(0o755)
 
-    def exec_argv(self, rank: int, cmd: Sequence[str]) -> List[str]:
+    def exec_argv(self, rank: int, cmd: Sequence[str]) -> list[str]:
         """``cmd`` run inside node ``rank``'s namespace."""
         return ["ip", "netns", "exec", self.namespace(rank), *cmd]
 
-    def mpi_env(self, env: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
+    def mpi_env(self, env: Mapping[str, str] | None = None) -> dict[str, str]:
         """The environment every rank gets: :data:`MPI_ENV`, then ``env`` on top."""
         out = dict(MPI_ENV)
         out.update(env or {})
@@ -567,13 +568,13 @@ class Lab:
 
     def mpiexec_argv(
         self,
-        nprocs: Optional[int],
+        nprocs: int | None,
         cmd: Sequence[str],
         *,
-        env: Optional[Mapping[str, str]] = None,
+        env: Mapping[str, str] | None = None,
         timeout: float = 300,
-        mpiexec: Optional[str] = None,
-    ) -> List[str]:
+        mpiexec: str | None = None,
+    ) -> list[str]:
         """The command line running ``cmd`` as ``nprocs`` ranks, rank ``r`` in node ``r``.
 
         ``env`` is passed to every rank (``-genv``) on top of :data:`MPI_ENV`.
@@ -599,8 +600,8 @@ class Lab:
         self,
         cmd: Sequence[str],
         *,
-        nprocs: Optional[int] = None,
-        env: Optional[Mapping[str, str]] = None,
+        nprocs: int | None = None,
+        env: Mapping[str, str] | None = None,
         timeout: float = 300,
         capture: bool = False,
         check: bool = False,
@@ -614,7 +615,7 @@ class Lab:
         shown = shlex.join(cmd)
         shown = shown if len(shown) <= 120 else shown[:117] + "..."
         self.log(f"lab: running {shown} on {nprocs or self.torus.size} ranks (MPIEXEC_TIMEOUT {timeout:g} s)")
-        kw: Dict[str, Any] = {"text": True}
+        kw: dict[str, Any] = {"text": True}
         if capture:
             kw.update(stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         proc = subprocess.Popen(argv, start_new_session=True, **kw)
@@ -664,8 +665,8 @@ class Lab:
             Command(("ip", "-n", plan.namespace(r), "-batch", "-"), "".join(f"route get {plan.address(d)}\n" for d in range(n) if d != r))
             for r in range(n)
         ]
-        nexthop: Dict[Tuple[int, int], int] = {}
-        errors: List[str] = []
+        nexthop: dict[tuple[int, int], int] = {}
+        errors: list[str] = []
         for r, out in enumerate(_run_parallel(cmds)):
             for line in out.stdout.splitlines():
                 m = _ROUTE_GET_RE.match(line)
@@ -704,14 +705,14 @@ class Lab:
                 max_hops = max(max_hops, hops)
         return CheckResult(pairs_checked=pairs, route_errors=errors, max_hops=max_hops)
 
-    def _check_rates(self, seconds: float) -> List[RateResult]:
+    def _check_rates(self, seconds: float) -> list[RateResult]:
         plan = self.plan
         t = self.torus
         rate = plan.rate_bytes_per_s / 1e6
         ports0 = plan.ports(0)
         nb = [plan.neighbor(p) for p in ports0]
         far = max(range(t.size), key=lambda r: (t.distance(0, r), -r))
-        tests: List[Tuple[str, str, List[Tuple[int, int]]]] = [
+        tests: list[tuple[str, str, list[tuple[int, int]]]] = [
             ("one", f"node 0 -> {nb[0]} over {ports0[0].name} alone", [(0, nb[0])]),
         ]
         if len(ports0) > 1:
@@ -727,12 +728,12 @@ class Lab:
             out.append(RateResult(name, desc, flows, mbps, rate))
         return out
 
-    def _blast(self, flows: Sequence[Tuple[int, int]], seconds: float, *, warm: float = 0.5) -> List[float]:
+    def _blast(self, flows: Sequence[tuple[int, int]], seconds: float, *, warm: float = 0.5) -> list[float]:
         """Run TCP flows ``(src, dst)`` at once; MB/s each receives in the measured window."""
         plan = self.plan
         nodes = sorted({n for f in flows for n in f})
         start = time.time() + 1.0 + 0.08 * len(nodes)
-        procs: Dict[int, subprocess.Popen] = {}
+        procs: dict[int, subprocess.Popen] = {}
         pkg_parent = str(Path(__file__).resolve().parents[2])
         env = dict(os.environ)
         env["PYTHONPATH"] = pkg_parent + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
@@ -752,7 +753,7 @@ class Lab:
                     [sys.executable, "-c", "from swing_mpi.lab.netns import _agent_main; _agent_main()", json.dumps(cfg)],
                 )
                 procs[r] = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-            results: Dict[int, Dict[str, float]] = {}
+            results: dict[int, dict[str, float]] = {}
             deadline = start + warm + seconds + 20
             for r, p in procs.items():
                 out, err = p.communicate(timeout=max(1.0, deadline - time.time()))
@@ -794,8 +795,8 @@ def _agent_main() -> None:
     cfg = json.loads(sys.argv[1])
     start, warm, secs = cfg["start"], cfg["warm"], cfg["seconds"]
     w0, w1 = start + warm, start + warm + secs
-    counted: Dict[str, int] = {}
-    errors: List[str] = []
+    counted: dict[str, int] = {}
+    errors: list[str] = []
     lock = threading.Lock()
 
     srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)

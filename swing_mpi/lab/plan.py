@@ -29,7 +29,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Dict, List, Optional, Tuple
 
 from ..topology import DimsLike, Torus
 
@@ -64,7 +63,7 @@ _PREFIX_RE = re.compile(r"[a-z]{1,6}")
 _RUN_ID_RE = re.compile(r"[0-9a-f]{1,8}")
 
 
-def namespace_pattern(prefix: str = DEFAULT_PREFIX) -> "re.Pattern[str]":
+def namespace_pattern(prefix: str = DEFAULT_PREFIX) -> re.Pattern[str]:
     """A regex matching every namespace name a lab with ``prefix`` creates.
 
     Group ``run`` is the run id, group ``rank`` the node.
@@ -103,8 +102,8 @@ def _fmt_rate(rate_mbit: float) -> str:
 class Command:
     """One command line to run: ``argv``, optionally fed ``stdin`` (for ``-batch -``)."""
 
-    argv: Tuple[str, ...]
-    stdin: Optional[str] = None
+    argv: tuple[str, ...]
+    stdin: str | None = None
     what: str = ""
 
     def shell(self) -> str:
@@ -136,7 +135,7 @@ class Link:
     a: Port
     b: Port
 
-    def add_line(self, plan: "LabPlan") -> str:
+    def add_line(self, plan: LabPlan) -> str:
         """The ``ip -batch`` line creating this pair with each end in its namespace."""
         return (
             f"link add {self.a.name} netns {plan.namespace(self.a.node)} type veth "
@@ -162,7 +161,7 @@ class Route:
         return f"route add {self.dest_addr}/32 via {self.via_addr} dev {self.port.name} onlink"
 
     @property
-    def argv(self) -> Tuple[str, ...]:
+    def argv(self) -> tuple[str, ...]:
         """The route as one ``ip`` command."""
         return ("ip", "-n", self.namespace, *self.line.split())
 
@@ -177,7 +176,7 @@ class LabPlan:
     rate_mbit: float = DEFAULT_RATE_MBIT
     mtu: int = DEFAULT_MTU
     net: int = 100
-    links: Tuple[Link, ...] = field(default=(), repr=False)
+    links: tuple[Link, ...] = field(default=(), repr=False)
 
     # -- names and addresses ---------------------------------------------
     @property
@@ -190,7 +189,7 @@ class LabPlan:
         return namespace_name(self.prefix, self.run_id, rank)
 
     @cached_property
-    def namespaces(self) -> Tuple[str, ...]:
+    def namespaces(self) -> tuple[str, ...]:
         return tuple(self.namespace(r) for r in range(self.size))
 
     def address(self, rank: int) -> str:
@@ -199,7 +198,7 @@ class LabPlan:
         return node_address(rank, net=self.net)
 
     @cached_property
-    def addresses(self) -> Tuple[str, ...]:
+    def addresses(self) -> tuple[str, ...]:
         return tuple(self.address(r) for r in range(self.size))
 
     @property
@@ -208,14 +207,14 @@ class LabPlan:
         return self.rate_mbit * 1e6 / 8
 
     @cached_property
-    def _ports(self) -> Tuple[Tuple[Port, ...], ...]:
-        per: List[List[Port]] = [[] for _ in range(self.size)]
+    def _ports(self) -> tuple[tuple[Port, ...], ...]:
+        per: list[list[Port]] = [[] for _ in range(self.size)]
         for link in self.links:
             per[link.a.node].append(link.a)
             per[link.b.node].append(link.b)
         return tuple(tuple(sorted(p, key=lambda q: q.port)) for p in per)
 
-    def ports(self, rank: int) -> Tuple[Port, ...]:
+    def ports(self, rank: int) -> tuple[Port, ...]:
         """The ports (link ends) of node ``rank``, by torus port number."""
         self._check_rank(rank)
         return self._ports[rank]
@@ -239,8 +238,8 @@ class LabPlan:
 
     # -- routing ----------------------------------------------------------
     @cached_property
-    def _routes(self) -> Dict[Tuple[int, int], Route]:
-        out: Dict[Tuple[int, int], Route] = {}
+    def _routes(self) -> dict[tuple[int, int], Route]:
+        out: dict[tuple[int, int], Route] = {}
         t = self.torus
         for a in range(self.size):
             for b in range(self.size):
@@ -269,13 +268,13 @@ class LabPlan:
         self._check_rank(dest)
         return self._routes[(node, dest)]
 
-    def routes(self, node: Optional[int] = None) -> List[Route]:
+    def routes(self, node: int | None = None) -> list[Route]:
         """All routes, or those of ``node``, ordered by (node, dest)."""
         if node is None:
             return [self._routes[k] for k in sorted(self._routes)]
         return [self._routes[(node, d)] for d in range(self.size) if d != node]
 
-    def hop_path(self, src: int, dst: int) -> List[int]:
+    def hop_path(self, src: int, dst: int) -> list[int]:
         """The nodes a packet from ``src`` to ``dst`` visits following the routes.
 
         Starts with ``src`` and ends with ``dst``; ``len(path) - 1`` is the hop count.
@@ -291,14 +290,14 @@ class LabPlan:
         return path
 
     # -- commands ---------------------------------------------------------
-    def sysctl_settings(self, rank: int) -> List[str]:
+    def sysctl_settings(self, rank: int) -> list[str]:
         """``key=value`` settings for node ``rank``: forwarding on, rp_filter off everywhere."""
         keys = ["net.ipv4.ip_forward=1"]
         for dev in ("all", "default", "lo", *(p.name for p in self.ports(rank))):
             keys.append(f"net.ipv4.conf.{dev}.rp_filter=0")
         return keys
 
-    def node_ip_lines(self, rank: int) -> List[str]:
+    def node_ip_lines(self, rank: int) -> list[str]:
         """``ip -batch`` lines run in node ``rank``'s namespace: interfaces, then routes."""
         lines = ["link set lo up"]
         addr = self.address(rank)
@@ -309,7 +308,7 @@ class LabPlan:
         lines.extend(r.line for r in self.routes(rank))
         return lines
 
-    def node_tc_lines(self, rank: int) -> List[str]:
+    def node_tc_lines(self, rank: int) -> list[str]:
         """``tc -batch`` lines for node ``rank``: one token bucket per port."""
         rate = _fmt_rate(self.rate_mbit)
         return [
@@ -317,7 +316,7 @@ class LabPlan:
             for p in self.ports(rank)
         ]
 
-    def setup_phases(self, *, batched: bool = True) -> List[List[Command]]:
+    def setup_phases(self, *, batched: bool = True) -> list[list[Command]]:
         """The build, as phases run in order; commands inside one phase are independent.
 
         ``batched=True`` (the default) uses one ``ip -batch``/``tc -batch`` process per
@@ -331,7 +330,7 @@ class LabPlan:
                 if self.links
                 else []
             )
-            phase_nodes: List[Command] = []
+            phase_nodes: list[Command] = []
             for r, ns in enumerate(nss):
                 phase_nodes.append(
                     Command(("ip", "netns", "exec", ns, "sysctl", "-q", "-w", *self.sysctl_settings(r)), None, f"sysctl {ns}")
@@ -343,11 +342,11 @@ class LabPlan:
                 if tc:
                     phase_nodes.append(Command(("tc", "-n", ns, "-batch", "-"), "".join(l + "\n" for l in tc), f"tc {ns}"))
             return [phase_ns, phase_links, phase_nodes]
-        phases: List[List[Command]] = [
+        phases: list[list[Command]] = [
             [Command(("ip", "netns", "add", n), None, "namespace") for n in nss],
             [Command(("ip", *l.add_line(self).split()), None, "link") for l in self.links],
         ]
-        nodes: List[Command] = []
+        nodes: list[Command] = []
         for r, ns in enumerate(nss):
             nodes.append(Command(("ip", "netns", "exec", ns, "sysctl", "-q", "-w", *self.sysctl_settings(r)), None, "sysctl"))
             nodes.extend(Command(("ip", "-n", ns, *l.split()), None, "ip") for l in self.node_ip_lines(r))
@@ -355,11 +354,11 @@ class LabPlan:
         phases.append(nodes)
         return phases
 
-    def setup_commands(self, *, batched: bool = True) -> List[Command]:
+    def setup_commands(self, *, batched: bool = True) -> list[Command]:
         """:meth:`setup_phases` flattened, in a valid order."""
         return [c for phase in self.setup_phases(batched=batched) for c in phase]
 
-    def teardown_commands(self) -> List[Command]:
+    def teardown_commands(self) -> list[Command]:
         """Delete every namespace (which deletes the veths in it). Errors are skipped."""
         return [Command(("ip", "-force", "-batch", "-"), "".join(f"netns del {n}\n" for n in self.namespaces), "teardown")]
 
@@ -376,8 +375,8 @@ class LabPlan:
             raise ValueError(f"node {rank} is outside a torus of {self.size} nodes")
 
 
-def _make_links(torus: Torus) -> Tuple[Link, ...]:
-    links: List[Link] = []
+def _make_links(torus: Torus) -> tuple[Link, ...]:
+    links: list[Link] = []
     for a in range(torus.size):
         for k, d in enumerate(torus.dims):
             if d == 1:
@@ -397,7 +396,7 @@ def _make_links(torus: Torus) -> Tuple[Link, ...]:
 
 
 def make_plan(
-    torus: "Torus | DimsLike",
+    torus: Torus | DimsLike,
     *,
     run_id: str = "0",
     prefix: str = DEFAULT_PREFIX,

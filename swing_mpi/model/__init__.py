@@ -8,9 +8,23 @@ message; :func:`predict_time` is ``T(n) = K·α + Σ_k β·m_k·c_k``.
 from __future__ import annotations
 
 from .cost import (
-    CONGESTION, DEFAULT_ALPHA, DEFAULT_LINK_BYTES_PER_S, PAPER_TABLE2, ModelResult, StepCost, analyze,
-    analyze_schedules, crossovers, default_sizes, eq3_penalty, figure1, format_size, parse_size,
-    predict_goodput, predict_time, rectangular_penalty,
+    CONGESTION,
+    DEFAULT_ALPHA,
+    DEFAULT_LINK_BYTES_PER_S,
+    PAPER_TABLE2,
+    ModelResult,
+    StepCost,
+    analyze,
+    analyze_schedules,
+    crossovers,
+    default_sizes,
+    eq3_penalty,
+    figure1,
+    format_size,
+    parse_size,
+    predict_goodput,
+    predict_time,
+    rectangular_penalty,
 )
 from .routing import collect_traffic, default_count, route, step_loads
 

@@ -14,13 +14,20 @@ import argparse
 import json
 import math
 import sys
-from typing import List, Optional, Sequence
+from collections.abc import Sequence
 
 from ..schedule import ALGORITHMS
 from ..topology import parse_dims
 from .cost import (
-    CONGESTION, DEFAULT_ALPHA, ModelResult, analyze, crossovers, default_sizes, format_size,
-    parse_size, rectangular_penalty,
+    CONGESTION,
+    DEFAULT_ALPHA,
+    ModelResult,
+    analyze,
+    crossovers,
+    default_sizes,
+    format_size,
+    parse_size,
+    rectangular_penalty,
 )
 from .routing import SYMMETRIES
 
@@ -53,10 +60,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     return parser
 
 
-def _algorithms(spec: Optional[Sequence[str]]) -> List[str]:
+def _algorithms(spec: Sequence[str] | None) -> list[str]:
     if not spec:
         return list(ALGORITHMS)
-    out: List[str] = []
+    out: list[str] = []
     for item in spec:
         for name in item.split(","):
             name = name.strip()
@@ -76,7 +83,7 @@ def _rate_text(bps: float) -> str:
     return f"{bits / 1e9:.4g} Gb/s" if bits >= 1e9 else f"{bits / 1e6:.4g} Mb/s"
 
 
-def _crossover_text(x: Optional[float]) -> str:
+def _crossover_text(x: float | None) -> str:
     if x is None:
         return "never"
     if x == 0:
@@ -102,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
     rate = _link_rate(args)
     alpha = args.alpha_us * 1e-6
     kw = dict(alpha=alpha, link_bytes_per_s=rate, congestion=args.congestion)
-    results: List[ModelResult] = []
+    results: list[ModelResult] = []
     for name in _algorithms(args.algorithm):
         if name not in ALGORITHMS:
             print(f"swing-mpi model: unknown algorithm {name!r}; known: {', '.join(ALGORITHMS)}",
@@ -203,7 +210,7 @@ def _time_text(t: float) -> str:
     return f"{t * 1e6:.2f} µs"
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="swing-mpi model", description=__doc__.split("\n")[0])
     add_arguments(parser)
     try:

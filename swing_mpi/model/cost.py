@@ -33,9 +33,9 @@ from __future__ import annotations
 import math
 import re
 import time as _time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from ..schedule import ALGORITHMS, build_schedule
 from ..schedule.base import Schedule
@@ -72,15 +72,15 @@ class ModelResult:
     """Λ, Ψ, Ξ and the step-by-step loads of one algorithm on one torus."""
 
     algorithm: str
-    dims: Tuple[int, ...]
-    steps: Tuple[StepCost, ...]
+    dims: tuple[int, ...]
+    steps: tuple[StepCost, ...]
     symmetry: str
     """How the ranks were covered: ``parity``, ``periodic`` or ``full`` (see :mod:`.routing`)."""
     built: int
     """Schedules built (out of ``p``)."""
     count: int
     seconds: float
-    meta: Dict[str, object] = field(default_factory=dict, compare=False)
+    meta: dict[str, object] = field(default_factory=dict, compare=False)
 
     # -- sizes -------------------------------------------------------------
     @property
@@ -155,7 +155,7 @@ class ModelResult:
         """Bandwidth cost of the first ``k`` steps in units of ``n·β``."""
         return sum(s.load(congestion) for s in self.steps[:k])
 
-    def to_dict(self) -> Dict[str, object]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "algorithm": self.algorithm,
             "dims": "x".join(map(str, self.dims)),
@@ -184,7 +184,7 @@ def analyze_schedules(
     dims,
     *,
     name: str = "custom",
-    count: Optional[int] = None,
+    count: int | None = None,
     symmetry: str = "auto",
     verify: int = 8,
 ) -> ModelResult:
@@ -209,7 +209,7 @@ def _scale(s: StepLoad, count: int) -> StepLoad:
 
 
 @lru_cache(maxsize=256)
-def _analyze(algorithm: str, dims: Tuple[int, ...], symmetry: str, count: Optional[int]) -> ModelResult:
+def _analyze(algorithm: str, dims: tuple[int, ...], symmetry: str, count: int | None) -> ModelResult:
     if algorithm not in ALGORITHMS:
         known = ", ".join(sorted(ALGORITHMS))
         raise ValueError(f"unknown algorithm {algorithm!r}; known: {known}")
@@ -221,7 +221,7 @@ def _analyze(algorithm: str, dims: Tuple[int, ...], symmetry: str, count: Option
     return analyze_schedules(get, dims, name=algorithm, count=c, symmetry=symmetry)
 
 
-def analyze(algorithm: str, dims, *, symmetry: str = "auto", count: Optional[int] = None) -> ModelResult:
+def analyze(algorithm: str, dims, *, symmetry: str = "auto", count: int | None = None) -> ModelResult:
     """Λ, Ψ, Ξ (both ways) and step loads of a registered algorithm on ``dims`` (cached)."""
     return _analyze(algorithm, parse_dims(dims), symmetry, count)
 
@@ -262,7 +262,7 @@ def format_size(n: float) -> str:
     return f"{n:.0f} B"
 
 
-def default_sizes() -> List[int]:
+def default_sizes() -> list[int]:
     """32 B … 2 GiB, powers of two (the paper's range)."""
     return [1 << e for e in range(5, 32)]
 
@@ -270,7 +270,7 @@ def default_sizes() -> List[int]:
 # -- crossovers (the digest's Panel 1) ---------------------------------------------
 
 
-def _cross(a: ModelResult, b: ModelResult, alpha: float, rate: float, congestion: str) -> Optional[float]:
+def _cross(a: ModelResult, b: ModelResult, alpha: float, rate: float, congestion: str) -> float | None:
     """Size from which ``b`` is faster than ``a`` (when ``b`` has more steps and fewer bytes)."""
     ka, kb = a.K * alpha, b.K * alpha
     la, lb = a.load(congestion) / rate, b.load(congestion) / rate
@@ -281,7 +281,7 @@ def _cross(a: ModelResult, b: ModelResult, alpha: float, rate: float, congestion
 
 def crossovers(results: Sequence[ModelResult], *, alpha: float = DEFAULT_ALPHA,
                link_bytes_per_s: float = DEFAULT_LINK_BYTES_PER_S, congestion: str = "routed",
-               sizes: Optional[Sequence[int]] = None) -> Dict[str, object]:
+               sizes: Sequence[int] | None = None) -> dict[str, object]:
     """What the digest's Panel 1 reports, for the algorithms given.
 
     ``fastest``: ``[(size, algorithm), …]`` over ``sizes``; ``fastest_ranges``:
@@ -297,20 +297,20 @@ def crossovers(results: Sequence[ModelResult], *, alpha: float = DEFAULT_ALPHA,
     for n in sizes:
         best = min(results, key=lambda r: r.time(n, **kw))
         fastest.append((n, best.algorithm))
-    ranges: List[Tuple[int, int, str]] = []
+    ranges: list[tuple[int, int, str]] = []
     for n, a in fastest:
         if ranges and ranges[-1][2] == a:
             ranges[-1] = (ranges[-1][0], n, a)
         else:
             ranges.append((n, n, a))
-    out: Dict[str, object] = {"congestion": congestion, "alpha": alpha, "link_bytes_per_s": link_bytes_per_s,
+    out: dict[str, object] = {"congestion": congestion, "alpha": alpha, "link_bytes_per_s": link_bytes_per_s,
                               "fastest": fastest, "fastest_ranges": ranges}
     bw = by.get("swing-bw")
     out["swing_bw"] = None if bw is None else {
         "Xi": bw.Xi(congestion), "Psi": bw.Psi, "ceiling": bw.ceiling(congestion)}
     lat = by.get("swing-lat")
     out["lat_to_bw"] = _cross(lat, bw, alpha, link_bytes_per_s, congestion) if lat and bw else None
-    passes: Dict[str, Optional[float]] = {}
+    passes: dict[str, float | None] = {}
     if bw is not None:
         for name in ("bucket", "ring"):
             if name in by:
@@ -324,7 +324,7 @@ def crossovers(results: Sequence[ModelResult], *, alpha: float = DEFAULT_ALPHA,
 
 def figure1(ring: int = 16, steps: int = 3,
             algorithms: Sequence[str] = ("rabenseifner", "swing-bw-1port"),
-            congestion: str = "routed") -> Dict[str, Dict[str, object]]:
+            congestion: str = "routed") -> dict[str, dict[str, object]]:
     """Figure 1: first ``steps`` reduce-scatter steps on a ``ring``-node ring, in units of ``nβ``.
 
     Per algorithm: ``link_messages`` (messages on the busiest link per step),
@@ -347,7 +347,7 @@ def eq3_penalty(dims: Sequence[int]) -> float:
 
 
 def rectangular_penalty(shapes: Iterable[Sequence[int]] = ((64, 16), (128, 8), (256, 4)),
-                        algorithm: str = "swing-bw", congestion: str = "distance") -> List[Dict[str, object]]:
+                        algorithm: str = "swing-bw", congestion: str = "distance") -> list[dict[str, object]]:
     """What our schedules give for rectangular tori, beside the paper's Eq. 3.
 
     Per shape: ``Xi`` and ``Psi`` of the rectangle; ``PsiXi`` their product (the
@@ -367,7 +367,7 @@ def rectangular_penalty(shapes: Iterable[Sequence[int]] = ((64, 16), (128, 8), (
         square = (side,) * D if side ** D == p else None
         r = analyze(algorithm, dims)
         unshared = sum(s.lane_distance for s in r.steps)
-        row: Dict[str, object] = {
+        row: dict[str, object] = {
             "dims": "x".join(map(str, dims)), "Xi": r.Xi(congestion), "Psi": r.Psi,
             "PsiXi": r.Psi * r.Xi(congestion),
             "shared_ports": (r.load("distance") - unshared) * r.D,

@@ -8,10 +8,16 @@ Swing against recursive doubling (the digest's Figure 1).
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from .cost import (
-    DEFAULT_ALPHA, DEFAULT_LINK_BYTES_PER_S, ModelResult, analyze, default_sizes, format_size,
+    DEFAULT_ALPHA,
+    DEFAULT_LINK_BYTES_PER_S,
+    ModelResult,
+    analyze,
+    default_sizes,
+    format_size,
 )
 
 __all__ = ["plot_goodput", "plot_figure1", "require_matplotlib"]
@@ -32,7 +38,7 @@ def require_matplotlib() -> Any:
 
 def plot_goodput(results: Sequence[ModelResult], path: str, *, alpha: float = DEFAULT_ALPHA,
                  link_bytes_per_s: float = DEFAULT_LINK_BYTES_PER_S, congestion: str = "routed",
-                 sizes: Optional[Sequence[int]] = None, title: Optional[str] = None) -> str:
+                 sizes: Sequence[int] | None = None, title: str | None = None) -> str:
     """Goodput (Gb/s) against vector size for each result; the peak dashed. Returns ``path``."""
     plt = require_matplotlib()
     if not results:

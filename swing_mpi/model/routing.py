@@ -43,9 +43,9 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import replace, dataclass, field
-from functools import lru_cache
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from functools import cache
 
 import numpy as np
 
@@ -57,7 +57,7 @@ __all__ = [
     "default_count", "SYMMETRIES",
 ]
 
-Pattern = Tuple[Tuple[Tuple[int, ...], int], ...]
+Pattern = tuple[tuple[tuple[int, ...], int], ...]
 """Sorted ``((offset, elements), …)`` of one rank in one (lane, step); offset is
 ``coords(peer) − coords(rank) mod dims``."""
 
@@ -71,8 +71,8 @@ def default_count(dims: Sequence[int]) -> int:
     return p * math.lcm(*range(1, 2 * D + 1))
 
 
-@lru_cache(maxsize=None)
-def route(delta: Tuple[int, ...], dims: Tuple[int, ...]) -> Tuple[np.ndarray, np.ndarray]:
+@cache
+def route(delta: tuple[int, ...], dims: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
     """Links of a minimal dimension-order route over ``delta`` (relative to the source).
 
     Returns ``(offsets, ports)``: row ``i`` is the link leaving node
@@ -81,8 +81,8 @@ def route(delta: Tuple[int, ...], dims: Tuple[int, ...]) -> Tuple[np.ndarray, np
     as :meth:`Torus.port_towards`.
     """
     D = len(dims)
-    offs: List[List[int]] = []
-    ports: List[int] = []
+    offs: list[list[int]] = []
+    ports: list[int] = []
     pos = [0] * D
     for j, (x, d) in enumerate(zip(delta, dims)):
         fwd = x % d
@@ -113,17 +113,17 @@ class Traffic:
     torus: Torus
     count: int
     """Elements the schedules were built with (bytes scale by ``n / count``)."""
-    patterns: List[Pattern]
+    patterns: list[Pattern]
     """Pattern table; id 0 is the empty pattern."""
     periods: np.ndarray
     """``[lane, step, dim]`` period (divides the side)."""
-    rep_ids: Dict[Tuple[int, int], np.ndarray]
+    rep_ids: dict[tuple[int, int], np.ndarray]
     """``(lane, step)`` → pattern ids over ``box(P)`` in row-major order."""
-    phases: List[str]
+    phases: list[str]
     symmetry: str
     built: int
     """How many ranks' schedules were built."""
-    meta: Dict[str, object] = field(default_factory=dict)
+    meta: dict[str, object] = field(default_factory=dict)
 
     @property
     def nlanes(self) -> int:
@@ -141,17 +141,17 @@ class _Sampler:
         self.get = get_schedule
         self.torus = torus
         self.dims = torus.dims
-        self.table: List[Pattern] = [()]
-        self.index: Dict[Pattern, int] = {(): 0}
-        self.rows: Dict[int, List[List[int]]] = {}
-        self.phases: List[str] = []
-        self.meta: Dict[str, object] = {}
-        self._ct: Optional[List[Tuple[int, ...]]] = None
+        self.table: list[Pattern] = [()]
+        self.index: dict[Pattern, int] = {(): 0}
+        self.rows: dict[int, list[list[int]]] = {}
+        self.phases: list[str] = []
+        self.meta: dict[str, object] = {}
+        self._ct: list[tuple[int, ...]] | None = None
         if torus.size <= 1 << 21:
             cols = np.unravel_index(np.arange(torus.size), torus.dims)
             self._ct = list(zip(*(c.tolist() for c in cols)))
 
-    def coords(self, r: int) -> Tuple[int, ...]:
+    def coords(self, r: int) -> tuple[int, ...]:
         return self._ct[r] if self._ct is not None else self.torus.coords(r)
 
     def add(self, rank: int) -> None:
@@ -163,8 +163,8 @@ class _Sampler:
         rc = self.coords(rank)
         dims = self.dims
         index, table = self.index, self.table
-        deltas: Dict[int, Tuple[int, ...]] = {}
-        rows: List[List[int]] = []
+        deltas: dict[int, tuple[int, ...]] = {}
+        rows: list[list[int]] = []
         for lane_i, lane in enumerate(sched.lanes):
             row = []
             for k, st in enumerate(lane):
@@ -208,11 +208,11 @@ def _box(P: Sequence[int]) -> np.ndarray:
     return np.array(np.unravel_index(np.arange(math.prod(P)), tuple(P))).T.reshape(-1, len(P))
 
 
-def _rank_of(c: np.ndarray, dims: Tuple[int, ...]) -> np.ndarray:
+def _rank_of(c: np.ndarray, dims: tuple[int, ...]) -> np.ndarray:
     return np.ravel_multi_index(tuple(np.asarray(c).T), dims)
 
 
-def _check_ranks(torus: Torus, reps: set, verify: int, seed: int) -> List[int]:
+def _check_ranks(torus: Torus, reps: set, verify: int, seed: int) -> list[int]:
     """``verify`` ranks to check a symmetry hypothesis on: far corner, middle, then random."""
     if verify <= 0:
         return []
@@ -262,8 +262,8 @@ def collect_traffic(
         pos = {r: i for i, r in enumerate(allr)}
         nl, ns = arr.shape[1], arr.shape[2]
         periods = np.zeros((nl, ns, D), dtype=np.int64)
-        rep_ids: Dict[Tuple[int, int], np.ndarray] = {}
-        rows_of: Dict[Tuple[int, ...], np.ndarray] = {}
+        rep_ids: dict[tuple[int, int], np.ndarray] = {}
+        rows_of: dict[tuple[int, ...], np.ndarray] = {}
         for li in range(nl):
             for k in range(ns):
                 P = tuple(int(v) for v in periods_fn(li, k))
@@ -274,7 +274,7 @@ def collect_traffic(
                 rep_ids[(li, k)] = arr[idx, li, k]
         return Traffic(torus, count, S.table, periods, rep_ids, S.phases, name, len(S.rows), S.meta)
 
-    def check(checks: List[int], rep_of) -> bool:
+    def check(checks: list[int], rep_of) -> bool:
         """Whether every check rank's ids equal its representative's, lane by lane, step by step."""
         for x in checks:
             S.add(x)
@@ -308,7 +308,7 @@ def collect_traffic(
 
     # 2. periodic per (lane, step), periods from the axis lines through rank 0
     if symmetry in ("auto", "periodic"):
-        lines: List[List[int]] = []
+        lines: list[list[int]] = []
         for j, d in enumerate(dims_t):
             line = []
             for c in range(d):
@@ -378,7 +378,7 @@ class StepLoad:
     lane_distance: float = 0.0
     """Like ``distance`` but lane by lane (as if no two lanes shared a port)."""
 
-    def scaled(self, factor: float) -> "StepLoad":
+    def scaled(self, factor: float) -> StepLoad:
         """The same step with every load (not the counts) multiplied by ``factor``."""
         return replace(self, port=self.port * factor, distance=self.distance * factor,
                        link=self.link * factor, lane_port=self.lane_port * factor,
@@ -398,7 +398,7 @@ class _Acc:
         self.src, self.dist, self.link, self.nmsg, self.hops, self.msgs = src, dist, link, nmsg, hops, msgs
 
 
-def _lane_step_loads(traffic: Traffic, P: Tuple[int, ...], ids: np.ndarray, cache: dict) -> _Acc:
+def _lane_step_loads(traffic: Traffic, P: tuple[int, ...], ids: np.ndarray, cache: dict) -> _Acc:
     key = (P, ids.tobytes())
     got = cache.get(key)
     if got is not None:
@@ -441,15 +441,15 @@ def _lane_step_loads(traffic: Traffic, P: Tuple[int, ...], ids: np.ndarray, cach
     return acc
 
 
-def _tile(a: np.ndarray, P: Tuple[int, ...], L: Tuple[int, ...]) -> np.ndarray:
+def _tile(a: np.ndarray, P: tuple[int, ...], L: tuple[int, ...]) -> np.ndarray:
     if P == L:
         return a
     return np.tile(a, [l // q for l, q in zip(L, P)] + [1])
 
 
-def step_loads(traffic: Traffic) -> List[StepLoad]:
+def step_loads(traffic: Traffic) -> list[StepLoad]:
     """The loads of every global step (steps without any message are left out)."""
-    out: List[StepLoad] = []
+    out: list[StepLoad] = []
     cache: dict = {}
     for k in range(traffic.nsteps):
         accs = []

@@ -8,9 +8,10 @@ a schedule depends only on (algorithm, dims, rank, count, exact).
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Callable, Dict, Tuple
+from typing import Dict, Tuple
 
 from .base import COPY, REDUCE, Range, Schedule, Step, Transfer
 
@@ -30,7 +31,7 @@ class AlgorithmInfo:
     form: str
     """``bandwidth`` or ``latency`` optimal (or ``native``)."""
     summary: str
-    options: Tuple[Tuple[str, object], ...] = ()
+    options: tuple[tuple[str, object], ...] = ()
     uses_exact: bool = False
     """Whether the builder takes ``exact=`` (exactly associative op or not)."""
 
@@ -39,7 +40,7 @@ class AlgorithmInfo:
         return getattr(importlib.import_module(mod, __name__), fn)
 
 
-ALGORITHMS: Dict[str, AlgorithmInfo] = {
+ALGORITHMS: dict[str, AlgorithmInfo] = {
     info.name: info
     for info in [
         AlgorithmInfo("swing-bw", ".swing:build_swing_bw", True, "bandwidth",
@@ -74,7 +75,7 @@ def algorithm_info(name: str) -> AlgorithmInfo:
 
 
 @lru_cache(maxsize=1024)
-def build_schedule(algorithm: str, dims: Tuple[int, ...], rank: int, count: int, *,
+def build_schedule(algorithm: str, dims: tuple[int, ...], rank: int, count: int, *,
                    exact: bool = True) -> Schedule:
     """The schedule of ``rank`` for ``count`` elements (cached)."""
     info = algorithm_info(algorithm)

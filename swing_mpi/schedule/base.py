@@ -18,11 +18,10 @@ Ranges are ``(start, stop)`` in elements of the whole vector.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, Tuple
 
 __all__ = ["Range", "Transfer", "Step", "Schedule", "REDUCE", "COPY", "ranges_len", "merge_ranges"]
 
-Range = Tuple[int, int]
+Range = tuple[int, int]
 
 REDUCE = "reduce"
 """Received data is combined with the local data."""
@@ -30,11 +29,11 @@ COPY = "copy"
 """Received data overwrites the local data."""
 
 
-def ranges_len(ranges: Tuple[Range, ...]) -> int:
+def ranges_len(ranges: tuple[Range, ...]) -> int:
     return sum(b - a for a, b in ranges)
 
 
-def merge_ranges(ranges: "list[Range] | Tuple[Range, ...]") -> Tuple[Range, ...]:
+def merge_ranges(ranges: list[Range] | tuple[Range, ...]) -> tuple[Range, ...]:
     """Drop empty ranges and merge touching ones, keeping order."""
     out: list[Range] = []
     for a, b in ranges:
@@ -60,8 +59,8 @@ class Transfer:
     """
 
     peer: int
-    send: Tuple[Range, ...] = ()
-    recv: Tuple[Range, ...] = ()
+    send: tuple[Range, ...] = ()
+    recv: tuple[Range, ...] = ()
     action: str = REDUCE
     peer_first: bool = False
     port: int | None = None
@@ -78,7 +77,7 @@ class Transfer:
 
 @dataclass(frozen=True)
 class Step:
-    transfers: Tuple[Transfer, ...] = ()
+    transfers: tuple[Transfer, ...] = ()
     phase: str = ""
     """``reduce-scatter``, ``all-gather``, ``exchange``, ``fold``, ``unfold``, …"""
     combine: bool = False
@@ -94,10 +93,10 @@ class Schedule:
     rank: int
     size: int
     count: int
-    dims: Tuple[int, ...]
-    lanes: Tuple[Tuple[Step, ...], ...]
-    lane_names: Tuple[str, ...] = ()
-    meta: Dict[str, object] = field(default_factory=dict, compare=False, hash=False)
+    dims: tuple[int, ...]
+    lanes: tuple[tuple[Step, ...], ...]
+    lane_names: tuple[str, ...] = ()
+    meta: dict[str, object] = field(default_factory=dict, compare=False, hash=False)
     slots: int = 1
     """Work buffer length in vectors. 1: the result buffer itself. ``p``: one
     slot per rank's contribution (gathered, then combined in rank order)."""

@@ -16,15 +16,15 @@ so a 64×64 torus costs a few milliseconds per rank.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from functools import lru_cache
-from typing import Callable, List, Sequence, Tuple
 
 from .base import COPY, REDUCE, Range, Step, Transfer, merge_ranges
 
 __all__ = ["BlockSets", "rs_ag_lane", "place_blocks", "bits"]
 
 
-def bits(mask: int) -> List[int]:
+def bits(mask: int) -> list[int]:
     """Indices of the set bits of ``mask``, ascending (linear in the mask's length)."""
     if mask < 0:
         raise ValueError("negative mask")
@@ -47,9 +47,9 @@ class BlockSets:
             for x, q in enumerate(row):
                 if row[q] != x:
                     raise ValueError(f"peer table is not an involution at step {s}: {x}->{q}->{row[q]}")
-        self._reach: dict[Tuple[int, int], int] = {}
-        self._send: dict[int, Tuple[int, ...]] = {}
-        self._order: "List[int] | None | bool" = False
+        self._reach: dict[tuple[int, int], int] = {}
+        self._send: dict[int, tuple[int, ...]] = {}
+        self._order: list[int] | None | bool = False
 
     def reach(self, x: int, t: int) -> int:
         """``R(x, t)`` as a bitmask."""
@@ -65,7 +65,7 @@ class BlockSets:
             self._reach[key] = got
         return got
 
-    def send_sets(self, r: int) -> Tuple[int, ...]:
+    def send_sets(self, r: int) -> tuple[int, ...]:
         """``send(r, s)`` for every step, as bitmasks."""
         got = self._send.get(r)
         if got is None:
@@ -80,7 +80,7 @@ class BlockSets:
             self._send[r] = got
         return got
 
-    def block_order(self) -> "List[int] | None":
+    def block_order(self) -> list[int] | None:
         """A block order in which every send set is one contiguous run, or ``None``.
 
         ``H(r, s)``, the blocks ``r`` is still responsible for after step ``s``,
@@ -118,7 +118,7 @@ class BlockSets:
             cur = nxt
         if any(H[-1][r] != 1 << r for r in range(n)) if L else n != 1:
             return None
-        order: List[int] = []
+        order: list[int] = []
 
         def dfs(mask: int, s: int) -> None:
             if s == L:
@@ -155,7 +155,7 @@ rank's block sets; beyond this, schedules keep block order: same bytes, more sli
 
 
 @lru_cache(maxsize=256)
-def _cached_blocksets(peers: Tuple[Tuple[int, ...], ...]) -> BlockSets:
+def _cached_blocksets(peers: tuple[tuple[int, ...], ...]) -> BlockSets:
     return BlockSets(peers)
 
 
@@ -163,7 +163,7 @@ def blocksets(peers: Sequence[Sequence[int]]) -> BlockSets:
     return _cached_blocksets(tuple(tuple(r) for r in peers))
 
 
-def place_blocks(peers: Sequence[Sequence[int]], slots: Sequence[Range]) -> List[Range]:
+def place_blocks(peers: Sequence[Sequence[int]], slots: Sequence[Range]) -> list[Range]:
     """The range of block ``b`` (owned by ``b``) given the ``slots`` of a part, in order.
 
     With a contiguous block order (:meth:`BlockSets.block_order`) block ``b``
@@ -175,13 +175,13 @@ def place_blocks(peers: Sequence[Sequence[int]], slots: Sequence[Range]) -> List
     order = bs.block_order() if bs.n <= REMAP_MAX else None
     if order is None:
         return list(slots)
-    out: List[Range] = [(0, 0)] * bs.n
+    out: list[Range] = [(0, 0)] * bs.n
     for i, b in enumerate(order):
         out[b] = slots[i]
     return out
 
 
-def _block_ranges(mask: int, blocks: Sequence[Range]) -> Tuple[Range, ...]:
+def _block_ranges(mask: int, blocks: Sequence[Range]) -> tuple[Range, ...]:
     return merge_ranges(sorted(blocks[b] for b in bits(mask)))
 
 
@@ -191,8 +191,8 @@ def rs_ag_lane(
     blocks: Sequence[Range],
     *,
     to_rank: Callable[[int], int] = lambda v: v,
-    port_of: Callable[[int, int], "int | None"] = lambda s, q: None,
-) -> Tuple[List[Step], List[Step]]:
+    port_of: Callable[[int, int], int | None] = lambda s, q: None,
+) -> tuple[list[Step], list[Step]]:
     """Reduce-scatter and all-gather steps of virtual rank ``vr`` in one lane.
 
     ``peers[s][x]`` is the virtual peer of ``x`` at step ``s``; ``blocks[b]``
@@ -205,8 +205,8 @@ def rs_ag_lane(
         raise ValueError("peer sequence does not reach every rank: no reduce-scatter schedule")
     blocks = place_blocks(peers, blocks)
     mine = bs.send_sets(vr)
-    rs: List[Step] = []
-    ag: List[Step] = []
+    rs: list[Step] = []
+    ag: list[Step] = []
     for s in range(bs.L):
         q = bs.peers[s][vr]
         theirs = bs.send_sets(q)[s]

@@ -42,8 +42,6 @@ Cost (n bytes, ``A`` active dimensions of sides ``d_k``):
 
 from __future__ import annotations
 
-from typing import List, Tuple
-
 from ..blocks import split, split_range
 from ..topology import Torus
 from .base import Schedule, Step
@@ -52,7 +50,7 @@ from .ring import ring_steps
 __all__ = ["build_bucket", "bucket_lanes"]
 
 
-def bucket_lanes(dims: Tuple[int, ...]) -> List[Tuple[str, List[int], int]]:
+def bucket_lanes(dims: tuple[int, ...]) -> list[tuple[str, list[int], int]]:
     """``(name, dimension order, sign)`` of every lane (``2A`` of them)."""
     active = [k for k, d in enumerate(dims) if d > 1]
     a = len(active)
@@ -61,7 +59,7 @@ def bucket_lanes(dims: Tuple[int, ...]) -> List[Tuple[str, List[int], int]]:
             + [(f"mirrored-{active[i]}", order[i], -1) for i in range(a)])
 
 
-def build_bucket(rank: int, dims: Tuple[int, ...], count: int, *, algorithm: str = "bucket") -> Schedule:
+def build_bucket(rank: int, dims: tuple[int, ...], count: int, *, algorithm: str = "bucket") -> Schedule:
     """Bucket allreduce of ``rank``: ``2·Σ(d_k−1)`` steps on each of ``2A`` lanes."""
     torus = Torus(dims)
     p = torus.size
@@ -73,8 +71,8 @@ def build_bucket(rank: int, dims: Tuple[int, ...], count: int, *, algorithm: str
     out_lanes, names = [], []
     for (name, order, sign), part in zip(lanes, parts):
         seg = part
-        rs_all: List[Step] = []
-        ag_per_dim: List[List[Step]] = []
+        rs_all: list[Step] = []
+        ag_per_dim: list[list[Step]] = []
         for k in order:
             d, c = dims[k], coords[k]
             sub = split_range(seg, d)

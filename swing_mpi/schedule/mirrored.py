@@ -56,15 +56,13 @@ Cost (n bytes, L = log2 p', D active dims):
 
 from __future__ import annotations
 
-from typing import Tuple
-
 from .base import Schedule
 from .rabenseifner import build_xor_bw
 
 __all__ = ["build_recdoub_mirrored"]
 
 
-def build_recdoub_mirrored(rank: int, dims: Tuple[int, ...], count: int, *,
+def build_recdoub_mirrored(rank: int, dims: tuple[int, ...], count: int, *,
                            algorithm: str = "recdoub-mirrored") -> Schedule:
     """XOR reduce-scatter + all-gather on ``2D`` lanes (plain and mirrored)."""
     return build_xor_bw(rank, dims, count, mirrored=True, algorithm=algorithm)

@@ -40,7 +40,7 @@ Cost (n bytes, L = log2 p'):
 
 from __future__ import annotations
 
-from typing import Callable, List, Tuple
+from collections.abc import Callable
 
 from ..blocks import split, split_range
 from ..topology import Torus
@@ -72,12 +72,12 @@ def xor_direction(c: int, t: int, sign: int = 1) -> int:
     return up if sign > 0 else -up
 
 
-def xor_peer_table(dims: Tuple[int, ...], start_dim: int, sign: int) -> Tuple[Tuple[int, ...], ...]:
+def xor_peer_table(dims: tuple[int, ...], start_dim: int, sign: int) -> tuple[tuple[int, ...], ...]:
     """``peers[s][x]``: per-dimension XOR peers along ``lane_plan(dims, start_dim)``."""
     return dim_peer_table(dims, start_dim, sign, xor_peer)
 
 
-def build_xor_bw(rank: int, dims: Tuple[int, ...], count: int, *, mirrored: bool,
+def build_xor_bw(rank: int, dims: tuple[int, ...], count: int, *, mirrored: bool,
                  algorithm: str) -> Schedule:
     """XOR-peer reduce-scatter + all-gather: one lane, or ``2D`` lanes if ``mirrored``.
 
@@ -92,7 +92,7 @@ def build_xor_bw(rank: int, dims: Tuple[int, ...], count: int, *, mirrored: bool
     meta: dict = {}
     if rem == 0:
         vdims = dims
-        vr: "int | None" = rank
+        vr: int | None = rank
 
         def to_rank(v: int) -> int:
             return v
@@ -111,10 +111,10 @@ def build_xor_bw(rank: int, dims: Tuple[int, ...], count: int, *, mirrored: bool
     else:
         lanes = [("xor", active[0], 1)]
     parts = split(count, len(lanes))
-    out_lanes: List[Tuple[Step, ...]] = []
+    out_lanes: list[tuple[Step, ...]] = []
     for (name, start, sign), part in zip(lanes, parts):
         peers = xor_peer_table(vdims, start, sign)
-        core: List[Step]
+        core: list[Step]
         if vr is None:
             core = [Step((), "reduce-scatter")] * len(peers) + [Step((), "all-gather")] * len(peers)
         else:
@@ -128,21 +128,21 @@ def build_xor_bw(rank: int, dims: Tuple[int, ...], count: int, *, mirrored: bool
     return Schedule(algorithm, rank, p, count, dims, tuple(out_lanes), tuple(n for n, _, _ in lanes), meta)
 
 
-def _port_fn(rank: int, vr: int, torus: Torus, vdims: Tuple[int, ...], start: int, sign: int,
-             to_rank: Callable[[int], int], *, folded: bool) -> Callable[[int, int], "int | None"]:
+def _port_fn(rank: int, vr: int, torus: Torus, vdims: tuple[int, ...], start: int, sign: int,
+             to_rank: Callable[[int], int], *, folded: bool) -> Callable[[int, int], int | None]:
     """Ports: on the real torus the direction the XOR step moves; folded: a minimal route."""
     if folded:
         return lambda s, q: torus.port_towards(rank, to_rank(q))
     plan = lane_plan(vdims, start)
     coords = torus.coords(vr)
 
-    def port_of(s: int, q: int) -> "int | None":
+    def port_of(s: int, q: int) -> int | None:
         k, t = plan[s]
         return 2 * k if xor_direction(coords[k], t, sign) > 0 else 2 * k + 1
     return port_of
 
 
-def _fold_steps(rank: int, rem: int, torus: Torus, part: Range) -> Tuple[Step, Step]:
+def _fold_steps(rank: int, rem: int, torus: Torus, part: Range) -> tuple[Step, Step]:
     """The fold (first) and unfold (last) step of one lane on its ``part``."""
     whole = merge_ranges([part])
     if rank >= 2 * rem:
@@ -156,7 +156,7 @@ def _fold_steps(rank: int, rem: int, torus: Torus, part: Range) -> Tuple[Step, S
             Step((Transfer(q, whole, (), COPY, False, port),), "unfold"))
 
 
-def build_rabenseifner(rank: int, dims: Tuple[int, ...], count: int, *,
+def build_rabenseifner(rank: int, dims: tuple[int, ...], count: int, *,
                        algorithm: str = "rabenseifner") -> Schedule:
     """Rabenseifner (torus-optimized on power-of-two tori), one lane."""
     return build_xor_bw(rank, dims, count, mirrored=False, algorithm=algorithm)

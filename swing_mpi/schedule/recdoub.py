@@ -22,21 +22,19 @@ Cost:
 
 from __future__ import annotations
 
-from typing import List, Tuple
-
 from ..topology import Torus
 from .base import COPY, REDUCE, Schedule, Step, Transfer
 
 __all__ = ["build_recdoub", "fold_ranks"]
 
 
-def fold_ranks(p: int) -> Tuple[int, int]:
+def fold_ranks(p: int) -> tuple[int, int]:
     """``(p', rem)``: the power of two that runs the core and the folded count."""
     pw = 1 << (p.bit_length() - 1)
     return pw, p - pw
 
 
-def build_recdoub(rank: int, dims: Tuple[int, ...], count: int, *,
+def build_recdoub(rank: int, dims: tuple[int, ...], count: int, *,
                   algorithm: str = "recdoub") -> Schedule:
     torus = Torus(dims)
     p = torus.size
@@ -48,10 +46,10 @@ def build_recdoub(rank: int, dims: Tuple[int, ...], count: int, *,
     def real(v: int) -> int:  # new rank -> communicator rank
         return 2 * v + 1 if v < rem else v + rem
 
-    steps: List[Step] = []
-    back: Tuple[Transfer, ...] = ()
+    steps: list[Step] = []
+    back: tuple[Transfer, ...] = ()
     if rem:
-        tr: Tuple[Transfer, ...] = ()
+        tr: tuple[Transfer, ...] = ()
         if rank < 2 * rem:
             q = rank + 1 if rank % 2 == 0 else rank - 1
             port = torus.port_towards(rank, q)

@@ -31,7 +31,7 @@ Cost (n bytes, blocks of n/p):
 
 from __future__ import annotations
 
-from typing import List, Sequence, Tuple
+from collections.abc import Sequence
 
 from ..blocks import split
 from ..topology import Torus
@@ -41,7 +41,7 @@ __all__ = ["build_ring", "ring_steps"]
 
 
 def _one_way(nxt: int, prv: int, send: Range, recv: Range, action: str, peer_first: bool,
-             port_next: "int | None", port_prev: "int | None") -> Tuple[Transfer, ...]:
+             port_next: int | None, port_prev: int | None) -> tuple[Transfer, ...]:
     """Send ``send`` to ``nxt`` and receive ``recv`` from ``prv`` (one transfer if they coincide)."""
     snd = (send,) if send[1] > send[0] else ()
     rcv = (recv,) if recv[1] > recv[0] else ()
@@ -52,8 +52,8 @@ def _one_way(nxt: int, prv: int, send: Range, recv: Range, action: str, peer_fir
 
 
 def ring_steps(c: int, d: int, sub: Sequence[Range], nxt: int, prv: int, *, sign: int = 1,
-               port_next: "int | None" = None, port_prev: "int | None" = None,
-               ) -> Tuple[List[Step], List[Step]]:
+               port_next: int | None = None, port_prev: int | None = None,
+               ) -> tuple[list[Step], list[Step]]:
     """Ring reduce-scatter and all-gather steps of position ``c`` on a ring of ``d``.
 
     ``sub[b]`` is the element range of sub-block ``b`` (owned by position
@@ -61,8 +61,8 @@ def ring_steps(c: int, d: int, sub: Sequence[Range], nxt: int, prv: int, *, sign
     to ``c + sign``: ``nxt`` is that rank, ``prv`` the rank at ``c − sign``.
     Returns ``(reduce_scatter, all_gather)``, each ``d − 1`` steps.
     """
-    rs: List[Step] = []
-    ag: List[Step] = []
+    rs: list[Step] = []
+    ag: list[Step] = []
     pf = sign > 0  # the partial coming from c − sign holds the lower positions (sign +1)
     for s in range(d - 1):
         send = sub[(c - sign * (s + 1)) % d]
@@ -77,7 +77,7 @@ def ring_steps(c: int, d: int, sub: Sequence[Range], nxt: int, prv: int, *, sign
     return rs, ag
 
 
-def build_ring(rank: int, dims: Tuple[int, ...], count: int, *, algorithm: str = "ring") -> Schedule:
+def build_ring(rank: int, dims: tuple[int, ...], count: int, *, algorithm: str = "ring") -> Schedule:
     """The ring allreduce of ``rank``: ``2(p−1)`` steps over ranks in rank order."""
     torus = Torus(dims)
     p = torus.size

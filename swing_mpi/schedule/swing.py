@@ -36,8 +36,8 @@ Cost (even p, β per byte, γ per reduced byte, n bytes, D dims):
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from functools import lru_cache
-from typing import Callable, List, Sequence, Tuple
 
 from ..blocks import split, split_range
 from ..topology import Torus
@@ -63,11 +63,11 @@ def swing_peer(c: int, t: int, d: int, sign: int = 1) -> int:
     return (c + sign * off) % d
 
 
-def _steps_per_dim(dims: Sequence[int]) -> List[int]:
+def _steps_per_dim(dims: Sequence[int]) -> list[int]:
     return [math.ceil(math.log2(d)) if d > 1 else 0 for d in dims]
 
 
-def lane_plan(dims: Sequence[int], start_dim: int) -> List[Tuple[int, int]]:
+def lane_plan(dims: Sequence[int], start_dim: int) -> list[tuple[int, int]]:
     """``(dimension, in-dimension step)`` for each step of a lane.
 
     Starts in ``start_dim`` and after each step moves cyclically to the next
@@ -75,7 +75,7 @@ def lane_plan(dims: Sequence[int], start_dim: int) -> List[Tuple[int, int]]:
     """
     left = _steps_per_dim(dims)
     done = [0] * len(dims)
-    out: List[Tuple[int, int]] = []
+    out: list[tuple[int, int]] = []
     k = start_dim
     D = len(dims)
     while any(left):
@@ -91,10 +91,11 @@ def lane_plan(dims: Sequence[int], start_dim: int) -> List[Tuple[int, int]]:
 
 
 @lru_cache(maxsize=256)
-def dim_peer_table(dims: Tuple[int, ...], start_dim: int, sign: int,
-                   coord_peer: Callable[[int, int, int, int], int]) -> Tuple[Tuple[int, ...], ...]:
+def dim_peer_table(dims: tuple[int, ...], start_dim: int, sign: int,
+                   coord_peer: Callable[[int, int, int, int], int]) -> tuple[tuple[int, ...], ...]:
     """``peers[s][x]`` along ``lane_plan(dims, start_dim)``: at each step only one
-    coordinate moves, to ``coord_peer(c, t, d, sign)`` (Swing's or the XOR rule)."""
+    coordinate moves, to ``coord_peer(c, t, d, sign)`` (Swing's or the XOR rule).
+    """
     torus = Torus(dims)
     coords = [torus.coords(x) for x in range(torus.size)]
     table = []
@@ -108,18 +109,18 @@ def dim_peer_table(dims: Tuple[int, ...], start_dim: int, sign: int,
     return tuple(table)
 
 
-def _peer_table(dims: Tuple[int, ...], start_dim: int, sign: int) -> Tuple[Tuple[int, ...], ...]:
+def _peer_table(dims: tuple[int, ...], start_dim: int, sign: int) -> tuple[tuple[int, ...], ...]:
     return dim_peer_table(dims, start_dim, sign, swing_peer)
 
 
-def _lanes(dims: Tuple[int, ...], ports: int) -> List[Tuple[str, int, int]]:
+def _lanes(dims: tuple[int, ...], ports: int) -> list[tuple[str, int, int]]:
     """``(name, start_dim, sign)`` per lane; ``ports`` is 1 or 2D."""
     active = [k for k, d in enumerate(dims) if d > 1]
     lanes = [(f"plain-{k}", k, 1) for k in active] + [(f"mirrored-{k}", k, -1) for k in active]
     return lanes[:ports] if ports else lanes
 
 
-def build_swing_bw(rank: int, dims: Tuple[int, ...], count: int, *, ports: int = 0,
+def build_swing_bw(rank: int, dims: tuple[int, ...], count: int, *, ports: int = 0,
                    algorithm: str = "swing-bw") -> Schedule:
     """Bandwidth-optimal Swing: reduce-scatter then all-gather on every lane."""
     torus = Torus(dims)
@@ -128,7 +129,7 @@ def build_swing_bw(rank: int, dims: Tuple[int, ...], count: int, *, ports: int =
     if p == 1:
         return Schedule(algorithm, rank, p, count, tuple(dims), (), (), meta)
 
-    def port_of(s: int, q: int) -> "int | None":  # ports always on the real torus
+    def port_of(s: int, q: int) -> int | None:  # ports always on the real torus
         return torus.port_towards(rank, q)
 
     run_dims = tuple(dims)
@@ -150,7 +151,7 @@ def build_swing_bw(rank: int, dims: Tuple[int, ...], count: int, *, ports: int =
     return Schedule(algorithm, rank, p, count, tuple(dims), tuple(out_lanes), tuple(names), meta)
 
 
-def _odd_ring_lane(rank: int, p: int, part: Tuple[int, int], sign: int, port_of) -> List[Step]:
+def _odd_ring_lane(rank: int, p: int, part: tuple[int, int], sign: int, port_of) -> list[Step]:
     """One lane on an odd ring: Swing on ``0 … p−2``, extra rank ``p−1`` direct."""
     e = p - 1
     g = p - 1  # size of the Swing group (even)
@@ -161,8 +162,8 @@ def _odd_ring_lane(rank: int, p: int, part: Tuple[int, int], sign: int, port_of)
     # which step each b in G trades with e (spread evenly over the L steps)
     group = [b * L // g for b in range(g)]
     if rank == e:
-        rs: List[List[Transfer]] = [[] for _ in range(L)]
-        ag: List[List[Transfer]] = [[] for _ in range(L)]
+        rs: list[list[Transfer]] = [[] for _ in range(L)]
+        ag: list[list[Transfer]] = [[] for _ in range(L)]
         for b in range(g):
             port = port_of(0, b)
             rs[group[b]].append(Transfer(b, (blocks[b],), (blocks[e],), REDUCE, False, port))
@@ -180,7 +181,7 @@ def _odd_ring_lane(rank: int, p: int, part: Tuple[int, int], sign: int, port_of)
     return rs_steps + ag_steps
 
 
-def _fold_plan(dims: Tuple[int, ...]):
+def _fold_plan(dims: tuple[int, ...]):
     """Fold pairs per non-power-of-two side: ``[(k, [(src, tgt), …]), …]``."""
     torus = Torus(dims)
     virt = tuple(1 << (d.bit_length() - 1) for d in dims)
@@ -200,14 +201,14 @@ def _fold_plan(dims: Tuple[int, ...]):
 
 
 @lru_cache(maxsize=64)
-def _lat_plan(dims: Tuple[int, ...]):
+def _lat_plan(dims: tuple[int, ...]):
     """Everything about swing-lat that does not depend on the rank."""
     torus = Torus(dims)
     virt, folds = _fold_plan(dims)
     active = [all(c < v for c, v in zip(torus.coords(x), virt)) for x in range(torus.size)]
     core = []  # per core step: peer of every active rank (None if inactive)
     for k, t in lane_plan(virt, 0):
-        row: List["int | None"] = []
+        row: list[int | None] = []
         for x in range(torus.size):
             if not active[x]:
                 row.append(None)
@@ -228,7 +229,7 @@ def _lat_plan(dims: Tuple[int, ...]):
     return folds, core, haves
 
 
-def build_swing_lat(rank: int, dims: Tuple[int, ...], count: int, *, exact: bool = True,
+def build_swing_lat(rank: int, dims: tuple[int, ...], count: int, *, exact: bool = True,
                     algorithm: str = "swing-lat") -> Schedule:
     """Latency-optimal Swing: one lane, sides folded to powers of two.
 
@@ -248,18 +249,18 @@ def build_swing_lat(rank: int, dims: Tuple[int, ...], count: int, *, exact: bool
     folds, core, haves = _lat_plan(tuple(dims))
     n = count
 
-    def slots(mask: int) -> Tuple[Range, ...]:
+    def slots(mask: int) -> tuple[Range, ...]:
         return merge_ranges([(b * n, (b + 1) * n) for b in bits(mask)])
 
     whole = ((0, n),) if n else ()
     res = ((p - 1) * n, p * n) if n else None
     result = (res,) if res else ()
-    fold: List[Step] = []
-    unfold: List[Step] = []
+    fold: list[Step] = []
+    unfold: list[Step] = []
     fold_have = [1 << x for x in range(p)]
     for pairs in folds:
-        tr: Tuple[Transfer, ...] = ()
-        back: Tuple[Transfer, ...] = ()
+        tr: tuple[Transfer, ...] = ()
+        back: tuple[Transfer, ...] = ()
         for src, tgt in pairs:
             if rank not in (src, tgt):
                 continue
@@ -279,7 +280,7 @@ def build_swing_lat(rank: int, dims: Tuple[int, ...], count: int, *, exact: bool
         unfold.append(Step(back, "unfold"))
     unfold.reverse()
 
-    steps_core: List[Step] = []
+    steps_core: list[Step] = []
     for row, have in zip(core, haves):
         q = row[rank]
         tr = ()

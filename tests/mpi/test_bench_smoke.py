@@ -1,6 +1,6 @@
 """The benchmark end to end under mpiexec (tiny sizes, two algorithms).
 
-    mpiexec -n 4 python -m pytest --with-mpi tests/mpi/test_bench_smoke.py
+mpiexec -n 4 python -m pytest --with-mpi tests/mpi/test_bench_smoke.py
 """
 
 from __future__ import annotations

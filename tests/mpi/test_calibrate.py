@@ -1,6 +1,6 @@
 """``swing-mpi calibrate`` under mpiexec (tiny sizes and iterations), and tuning_for_comm.
 
-    mpiexec -n 4 python -m pytest --with-mpi tests/mpi/test_calibrate.py
+mpiexec -n 4 python -m pytest --with-mpi tests/mpi/test_calibrate.py
 """
 
 from __future__ import annotations

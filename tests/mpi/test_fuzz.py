@@ -48,8 +48,8 @@ import pytest
 from mpi4py import MPI
 
 import swing_mpi
-from swing_mpi.topology import prime_factors
 from swing_mpi import ALGORITHMS
+from swing_mpi.topology import prime_factors
 
 pytestmark = pytest.mark.mpi
 
@@ -66,7 +66,7 @@ def default_cases(p: int) -> int:
     return 60 if p <= 8 else max(12, 60 * 8 // p)
 
 
-def _env_int(name: str) -> "int | None":
+def _env_int(name: str) -> int | None:
     v = os.environ.get(name, "").strip()
     return int(v, 0) if v else None
 
@@ -97,7 +97,7 @@ def pair_dtype(name: str) -> np.dtype:
 
 # -- case generation (rank 0) ---------------------------------------------------------------
 
-def random_dims(rng: np.random.Generator, p: int) -> "tuple[int, ...] | None":
+def random_dims(rng: np.random.Generator, p: int) -> tuple[int, ...] | None:
     """A random factorisation of p into 1–3 sides (sides of 1 allowed), random order; or None."""
     if rng.random() < 0.1:
         return None
@@ -129,7 +129,7 @@ def random_count(rng: np.random.Generator, p: int, ndims: int) -> int:
     return min(MAX_COUNT, int(math.exp(rng.uniform(0, math.log(MAX_COUNT + 1)))) - 1)
 
 
-def random_kind_op(rng: np.random.Generator) -> "tuple[str, str]":
+def random_kind_op(rng: np.random.Generator) -> tuple[str, str]:
     r = rng.random()
     if r < 0.36:
         return "int:" + str(rng.choice(list(INT_CODES))), str(rng.choice(ARITH + BITWISE + LOGICAL))
@@ -199,7 +199,7 @@ class Setup:
         self.matmul.Free()
         self.mat.Free()
 
-    def types(self, kind: str, opname: str) -> "tuple[np.dtype, MPI.Datatype, MPI.Op, int]":
+    def types(self, kind: str, opname: str) -> tuple[np.dtype, MPI.Datatype, MPI.Op, int]:
         """(numpy element dtype, MPI datatype, op, numpy items per MPI element)."""
         if kind == "user":
             if opname == "usersum":
@@ -351,7 +351,7 @@ def _tolerant(c: dict, dt: np.dtype) -> bool:
     return (dt.kind in "fc" and c["op"] in ("SUM", "PROD")) or c["op"] == "usersum"
 
 
-def _error_scale(c: dict, x: np.ndarray, dt: np.dtype) -> "np.ndarray | None":
+def _error_scale(c: dict, x: np.ndarray, dt: np.dtype) -> np.ndarray | None:
     """Σ|x| (Π|x| for PROD) over all ranks, for the rounding-error bound of inexact ops."""
     if not _tolerant(c, dt):
         return None
@@ -361,8 +361,8 @@ def _error_scale(c: dict, x: np.ndarray, dt: np.dtype) -> "np.ndarray | None":
     return scale
 
 
-def _compare(c: dict, out: np.ndarray, ref: np.ndarray, scale: "np.ndarray | None",
-             dt: np.dtype) -> "str | None":
+def _compare(c: dict, out: np.ndarray, ref: np.ndarray, scale: np.ndarray | None,
+             dt: np.dtype) -> str | None:
     """None if ``out`` is right; else what is wrong (``scale``: see :func:`_error_scale`)."""
     opname = c["op"]
     tolerant = scale is not None
@@ -394,11 +394,11 @@ def _compare(c: dict, out: np.ndarray, ref: np.ndarray, scale: "np.ndarray | Non
     return f"{len(bad)} element(s) differ from MPI_Allreduce, first [{i}]: got {got!r}, MPI {want!r}"
 
 
-def run_case(c: dict, st: Setup, seed: int) -> "tuple[list[str], int]":
+def run_case(c: dict, st: Setup, seed: int) -> tuple[list[str], int]:
     """This rank's problems with case c, and a CRC of its results (compared across ranks)."""
     dt, mdt, op, per = st.types(c["kind"], c["op"])
     n = c["count"]
-    problems: "list[str]" = []
+    problems: list[str] = []
     crcs = []
     mode = c["mode"]
     req = None
@@ -458,7 +458,7 @@ def run_case(c: dict, st: Setup, seed: int) -> "tuple[list[str], int]":
 
 # -- the test --------------------------------------------------------------------------------
 
-def _seed_and_cases() -> "tuple[int, list[dict]]":
+def _seed_and_cases() -> tuple[int, list[dict]]:
     if R == 0:
         seed = _env_int("SWING_MPI_FUZZ_SEED")
         if seed is None:
@@ -476,7 +476,8 @@ def _seed_and_cases() -> "tuple[int, list[dict]]":
 
 def _native_inexact(c: dict) -> bool:
     """MPI's own allreduce need not give the same bits everywhere for inexact ops, and MPICH's
-    does not (e.g. float MIN/MAX of 0.0 and -0.0 with Allreduce_init/Iallreduce): not our promise."""
+    does not (e.g. float MIN/MAX of 0.0 and -0.0 with Allreduce_init/Iallreduce): not our promise.
+    """
     return c["algorithm"] == "native" and (c["kind"] == "user" or c["kind"].split(":")[0] in ("float", "complex"))
 
 

@@ -12,8 +12,19 @@ import pytest
 
 from swing_mpi import bench
 from swing_mpi.bench import (
-    Config, add_vs_native, format_header, format_row, format_table, iterations_for, model_algorithm,
-    parse_algorithms, parse_size, parse_sizes, read_results, write_csv, write_json,
+    Config,
+    add_vs_native,
+    format_header,
+    format_row,
+    format_table,
+    iterations_for,
+    model_algorithm,
+    parse_algorithms,
+    parse_size,
+    parse_sizes,
+    read_results,
+    write_csv,
+    write_json,
 )
 from swing_mpi.schedule import ALGORITHMS
 

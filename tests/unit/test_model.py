@@ -8,14 +8,22 @@ from __future__ import annotations
 
 import json
 import math
-from functools import lru_cache
+from functools import cache
 
 import pytest
 
 from swing_mpi.blocks import split_range
 from swing_mpi.model import (
-    analyze, analyze_schedules, crossovers, default_count, eq3_penalty, figure1, parse_size,
-    predict_time, rectangular_penalty, route,
+    analyze,
+    analyze_schedules,
+    crossovers,
+    default_count,
+    eq3_penalty,
+    figure1,
+    parse_size,
+    predict_time,
+    rectangular_penalty,
+    route,
 )
 from swing_mpi.model import cli as model_cli
 from swing_mpi.schedule import ALGORITHMS, build_schedule
@@ -36,7 +44,7 @@ def close(x: float, ref: float, rel: float) -> bool:
 # A reference torus-optimized Rabenseifner built right here from the generic
 # block-set machinery, so the model's XOR numbers are checked even before the
 # registered baseline exists: step s XORs bit t of coordinate k, cycling k.
-@lru_cache(maxsize=None)
+@cache
 def _xor_peers(dims):
     torus = Torus(dims)
     left = [int(math.log2(d)) for d in dims]

@@ -15,7 +15,7 @@ suite = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(suite)
 
 
-def _sdist(tmp_path: Path, files: "dict[str, str]") -> Path:
+def _sdist(tmp_path: Path, files: dict[str, str]) -> Path:
     path = tmp_path / "mpi4py-9.9.9.tar.gz"
     with tarfile.open(path, "w:gz") as tar:
         for name, text in files.items():

@@ -19,7 +19,8 @@ M = 1021
 
 def affine(f: np.ndarray, g: np.ndarray) -> np.ndarray:
     """Composition of affine maps x -> a·x + b (mod M), packed as a·M + b:
-    associative and NOT commutative, so it exposes any operand reordering."""
+    associative and NOT commutative, so it exposes any operand reordering.
+    """
     a1, b1, a2, b2 = f // M, f % M, g // M, g % M
     return (a1 * a2 % M) * M + (a2 * b1 + b2) % M
 
@@ -135,7 +136,8 @@ def lane_elements(s, lane_index, phase, side):
 
 def assert_each_block_once(s, p):
     """Per lane: reduce-scatter sends and all-gather receives cover the lane's part
-    minus exactly one block (the one this rank ends up owning), each element once."""
+    minus exactly one block (the one this rank ends up owning), each element once.
+    """
     for li, part in enumerate(split(s.count, len(s.lanes))):
         size = part[1] - part[0]
         sent = lane_elements(s, li, "reduce-scatter", "send")

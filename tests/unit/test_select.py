@@ -11,8 +11,18 @@ import pytest
 
 from swing_mpi import select
 from swing_mpi.select import (
-    DEFAULT_TUNING, Features, Tuning, TuningError, auto_table, choose, estimate, features, load_tuning,
-    save_tuning, tuning_for_comm, tuning_from_dict,
+    DEFAULT_TUNING,
+    Features,
+    Tuning,
+    TuningError,
+    auto_table,
+    choose,
+    estimate,
+    features,
+    load_tuning,
+    save_tuning,
+    tuning_for_comm,
+    tuning_from_dict,
 )
 
 SHAPES = [(4,), (2, 2), (4, 4), (16,), (2, 2, 4), (8,), (3,), (6,), (6, 4)]
@@ -81,7 +91,8 @@ def _from_full_lanes(dims):
 @pytest.mark.parametrize("concurrent", [False, True])
 def test_monotone_once_bw_always_bw(dims, exact, concurrent):
     """Once swing-bw wins, larger vectors keep it (from the size where all its lanes carry data;
-    for power-of-two shapes from one element on)."""
+    for power-of-two shapes from one element on).
+    """
     tuning = replace(MODEL, concurrent_lanes=concurrent)
     sizes = SIZES if math.prod(dims) & (math.prod(dims) - 1) == 0 else _from_full_lanes(dims)
     picks = [_pick(dims, n, exact=exact, tuning=tuning) for n in sizes]
