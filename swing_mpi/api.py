@@ -20,16 +20,12 @@ from mpi4py import MPI
 
 from .buffers import BufferSpec, DeviceBuffer, is_in_place, numpy_dtype, parse_buffer
 from .executor import Plan
-from .schedule import ALGORITHMS, build_schedule
+from .schedule import ALGORITHMS, AUTO, NATIVE, build_schedule
 from .select import DEFAULT_TUNING, choose, tuning_for_comm
 from .topology import Torus, parse_dims
 
 __all__ = ["allreduce", "iallreduce", "allreduce_init", "Request", "Intracomm", "resolve", "is_exact",
            "NATIVE", "AUTO", "algorithm_names"]
-
-NATIVE = "native"
-"""The MPI library's own ``MPI_Allreduce``."""
-AUTO = "auto"
 
 _PLAN_CACHE_SIZE = 64
 

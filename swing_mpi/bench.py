@@ -53,6 +53,8 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from .schedule import AUTO, NATIVE
+
 __all__ = [
     "add_arguments", "run", "main", "build_parser",
     "parse_size", "parse_sizes", "format_size", "parse_algorithms", "iterations_for",
@@ -60,9 +62,6 @@ __all__ = [
     "format_header", "format_row", "format_table", "write_csv", "write_json", "read_results",
     "add_vs_native", "model_algorithm", "add_model_times", "plot_results",
 ]
-
-NATIVE = "native"
-AUTO = "auto"
 
 QUICK_SIZES = "8,1K,32K,1M"
 """``--quick``: a few sizes up to 1 MiB."""

@@ -64,7 +64,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from .schedule import build_schedule
+from .schedule import NATIVE, build_schedule
 from .schedule.base import REDUCE
 
 __all__ = [
@@ -76,7 +76,6 @@ __all__ = [
 
 CANDIDATES = ("swing-lat", "swing-bw")
 """Our schedules ``auto`` chooses between (commutative ops), in tie-break order."""
-NATIVE = "native"
 NONCOMMUTATIVE = "recdoub"
 TUNING_ENV = "SWING_MPI_TUNING"
 TUNING_VERSION = 1

@@ -5,7 +5,7 @@ into a :class:`LabPlan` holding every name, address and route, plus the exact
 ``ip``/``tc``/``sysctl`` command lines (:class:`Command`) that build and tear the lab
 down; :mod:`swing_mpi.lab.netns` only executes them.
 
-Layout (see ``/work/shared/design/LAB.md`` for why):
+Layout (docs/lab.md says why):
 
 * one network namespace per torus node, named ``<prefix><run_id>n<rank>``
   (e.g. ``swl3fa2n5``), so two labs with different run ids never collide;

@@ -14,7 +14,7 @@ Algorithm:
         Ξ  = Σ_k load_k / ((n/D)·Ψ)            (load_k = m_k·c_k, or routed)
 
     With this normalisation bandwidth-optimal Swing on a power-of-two torus
-    has ``Ψ = 1`` and ``Ξ = Σ_s δ(⌊s/D⌋)/2^{s+1}`` exactly (the digest's Eq.,
+    has ``Ψ = 1`` and ``Ξ = Σ_s δ(⌊s/D⌋)/2^{s+1}`` exactly (the paper's equation,
     which includes the ``(p−1)/p`` of the last block), and torus-optimized
     Rabenseifner ``Ψ = 2D``, ``Ξ = Σ_s 2^{⌊s/D⌋}/2^{s+1}``: each reduce-scatter
     step ``s`` of Swing puts ``n/(2D·2^{s+1})`` bytes on each of the ``2D``
@@ -267,7 +267,7 @@ def default_sizes() -> list[int]:
     return [1 << e for e in range(5, 32)]
 
 
-# -- crossovers (the digest's Panel 1) ---------------------------------------------
+# -- crossovers (the paper's Panel 1) ---------------------------------------------
 
 
 def _cross(a: ModelResult, b: ModelResult, alpha: float, rate: float, congestion: str) -> float | None:
@@ -282,7 +282,7 @@ def _cross(a: ModelResult, b: ModelResult, alpha: float, rate: float, congestion
 def crossovers(results: Sequence[ModelResult], *, alpha: float = DEFAULT_ALPHA,
                link_bytes_per_s: float = DEFAULT_LINK_BYTES_PER_S, congestion: str = "routed",
                sizes: Sequence[int] | None = None) -> dict[str, object]:
-    """What the digest's Panel 1 reports, for the algorithms given.
+    """What the paper's Panel 1 reports, for the algorithms given.
 
     ``fastest``: ``[(size, algorithm), …]`` over ``sizes``; ``fastest_ranges``:
     the same as runs ``(from, to, algorithm)``; ``swing_bw``: Ξ and ceiling;
@@ -319,7 +319,7 @@ def crossovers(results: Sequence[ModelResult], *, alpha: float = DEFAULT_ALPHA,
     return out
 
 
-# -- the digest's worked examples ----------------------------------------------------
+# -- the paper's worked examples ----------------------------------------------------
 
 
 def figure1(ring: int = 16, steps: int = 3,

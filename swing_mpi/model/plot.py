@@ -1,9 +1,9 @@
 """Plots of the model (matplotlib, optional: ``pip install swing-mpi[plot]``).
 
 :func:`plot_goodput`: goodput against vector size, one line per algorithm,
-the peak ``D × link rate`` dashed (the digest's Panel 1).
+the peak ``D × link rate`` dashed (the paper's Panel 1).
 :func:`plot_figure1`: busiest-link load per reduce-scatter step on a ring,
-Swing against recursive doubling (the digest's Figure 1).
+Swing against recursive doubling (the paper's Figure 1).
 """
 
 from __future__ import annotations

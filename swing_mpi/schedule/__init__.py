@@ -16,9 +16,15 @@ from typing import Dict, Tuple
 from .base import COPY, REDUCE, Range, Schedule, Step, Transfer
 
 __all__ = [
-    "AlgorithmInfo", "ALGORITHMS", "build_schedule", "algorithm_info",
+    "AlgorithmInfo", "ALGORITHMS", "NATIVE", "AUTO", "build_schedule", "algorithm_info",
     "Schedule", "Step", "Transfer", "Range", "REDUCE", "COPY",
 ]
+
+
+NATIVE = "native"
+"""The MPI library's own collective (``MPI_Allreduce``), not a schedule of ours."""
+AUTO = "auto"
+"""Let the chooser pick among :data:`ALGORITHMS` and :data:`NATIVE`."""
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 Given any sequence of peer functions ``π(·, s)``, ``s = 0 … L−1``, each an
 involution on ``{0 … n−1}``, the blocks a rank sends at every step follow from
-the paper's Listing 1 recursion plus one de-duplication rule (ALGORITHM.md §4)::
+the paper's Listing 1 recursion plus one de-duplication rule::
 
     R(x, L) = ∅
     R(x, t) = ⋃_{u=t…L−1} ({π(x,u)} ∪ R(π(x,u), u+1))

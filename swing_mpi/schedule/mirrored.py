@@ -32,7 +32,7 @@ Algorithm:
     each lane is recorded on the port of its own direction (so plain and
     mirrored twins stay on opposite ports; on a side of 2 the ``+`` and ``−``
     ports lead to the same neighbour). On rectangular tori short dimensions run out of steps first
-    and lanes then share dimensions (the digest's Eq. 3), as in ``swing-bw``.
+    and lanes then share dimensions (the paper's Eq. 3), as in ``swing-bw``.
 
 Restrictions:
     Commutative ops (tree operand order, not rank order; the API sends non-commutative

@@ -21,7 +21,7 @@ Non-powers of two and odd p:
     (no block is ever sent twice). A torus with an odd side runs on the ring
     of all ``p`` ranks in rank order (documented fallback); an odd ring runs
     Swing on ranks ``0 … p−2`` and the extra rank ``e = p−1`` trades blocks
-    directly (ALGORITHM.md §6): in reduce-scatter step ``s`` it exchanges its
+    directly (the paper's odd-p scheme): in reduce-scatter step ``s`` it exchanges its
     contribution to block ``b`` for ``b``'s contribution to block ``e`` with a
     group of ranks, in all-gather the final blocks.
     ``swing-lat``: each side ``d`` that is not a power of two is folded to

@@ -1,7 +1,7 @@
-"""The cost model (swing_mpi.model) against the digest's numbers, computed through the schedules.
+"""The cost model (swing_mpi.model) against the paper's numbers, computed through the schedules.
 
 Nothing here types in the paper's closed forms: every Ξ, Ψ, Λ and link load
-comes from routing the messages of the generated schedules (ALGORITHM.md §7).
+comes from routing the messages of the generated schedules.
 """
 
 from __future__ import annotations
@@ -205,7 +205,7 @@ def test_bucket_has_no_congestion():
 
 
 def test_lab_prediction():
-    # LAB.md: 4x4 torus, 40 Mbit/s links, 4 MiB swing-bw ≈ 0.39 s
+    # the lab's 4x4 torus, 40 Mbit/s links, 4 MiB swing-bw ≈ 0.39 s
     t = predict_time("swing-bw", (4, 4), 4 << 20, alpha=1.5e-6, link_bytes_per_s=40e6 / 8)
     assert close(t, 0.39, 0.02)
 

@@ -57,7 +57,7 @@ def counts_for(p: int):
     return sorted({0, 1, max(p - 1, 0), p, 2 * p + 3, 4 * 2 * p + 5, 1000})
 
 
-# -- the digest's examples ---------------------------------------------------------
+# -- the paper's examples ---------------------------------------------------------
 
 def test_offsets_are_the_papers():
     assert [rho(t) for t in range(6)] == [1, -1, 3, -5, 11, -21]
