@@ -11,17 +11,17 @@ from __future__ import annotations
 import os
 import weakref
 from collections import OrderedDict
-from dataclasses import replace
 from functools import lru_cache
 from typing import Any
 
 import numpy as np
 from mpi4py import MPI
 
+from . import choose as chooser
 from .buffers import BufferSpec, DeviceBuffer, is_in_place, numpy_dtype, parse_buffer
+from .choose import algorithm_names, tuning_for_comm
 from .executor import Plan
-from .schedule import ALGORITHMS, AUTO, NATIVE, build_schedule
-from .select import DEFAULT_TUNING, choose, tuning_for_comm
+from .schedule import AUTO, NATIVE, build_schedule
 from .topology import Torus, parse_dims
 
 __all__ = ["allreduce", "iallreduce", "allreduce_init", "Request", "Intracomm", "resolve", "is_exact",
@@ -35,12 +35,6 @@ _ENV_DIMS = os.environ.get("SWING_MPI_DIMS") or None
 imported (as MPI libraries read their variables at ``MPI_Init``): reading the
 environment costs about 0.7 µs, a fifth of MPICH's whole 8-byte allreduce."""
 
-
-def algorithm_names() -> tuple[str, ...]:
-    return (AUTO, NATIVE) + tuple(ALGORITHMS)
-
-
-# -- per-communicator state (private duplicate + plan cache) ------------------
 
 class _State:
     def __init__(self, comm: MPI.Comm) -> None:
@@ -136,37 +130,30 @@ def _dims_for(comm: MPI.Comm, dims: Any) -> tuple[int, ...]:
 
 def resolve(algorithm: str | None, p: int, nbytes: int, op: MPI.Op, datatype: MPI.Datatype, *,
             dims: tuple[int, ...] | None = None, count: int | None = None, tuning: Any = None) -> str:
-    """The algorithm that really runs: env/default, ``auto``, fallbacks.
+    """Name the algorithm that really runs for a call (:func:`swing_mpi.choose.resolve` on MPI's op facts).
 
-    ``auto`` is :func:`swing_mpi.select.choose`, the cost model over our schedules on
-    ``dims`` (default a ring of ``p``) with ``tuning`` (default the built-in constants;
-    :func:`allreduce` passes its communicator's, equal on all ranks).
+    ``algorithm`` defaults to ``$SWING_MPI_ALGORITHM``, else ``auto``; ``dims``
+    to a ring of ``p``; ``tuning`` to the built-in constants (:func:`allreduce`
+    passes its communicator's, equal on all ranks).
     """
     name = algorithm if algorithm is not None else (_ENV_ALGORITHM or AUTO)
     if name not in algorithm_names():
         raise ValueError(f"unknown algorithm {name!r}; known: {', '.join(algorithm_names())}")
-    commutative = op.Is_commutative()
-    if name == AUTO:
-        itemsize = nbytes // count if count else max(1, datatype.extent)
-        n = nbytes // itemsize if count is None else count
-        shape = dims if dims is not None else (p,)
-        exact = is_exact(op, datatype)
-        pick = choose(p, shape, n, itemsize, exact=exact, commutative=commutative, tuning=tuning)
-        if pick == NATIVE and not _native_bit_identical(op, datatype, exact):
-            # the MPI library may combine in a different order on different ranks (seen with
-            # MPICH: float MIN/MAX with +0.0 and -0.0 mixed); ours are bit-identical everywhere
-            pick = choose(p, shape, n, itemsize, exact=exact, commutative=commutative,
-                          tuning=replace(tuning or DEFAULT_TUNING, native_below_bytes=None))
-        return pick
-    if name != NATIVE and ALGORITHMS[name].commutative_only and not commutative:
-        return "recdoub"  # documented fallback: order-preserving
-    return name
+    itemsize = nbytes // count if count else max(1, datatype.extent)
+    n = nbytes // itemsize if count is None else count
+    exact = is_exact(op, datatype)
+    return chooser.resolve(name, p, dims if dims is not None else (p,), n, itemsize, exact=exact,
+                           commutative=op.Is_commutative(), native_ok=_native_bit_identical(op, datatype, exact),
+                           tuning=tuning)
 
 
 def _native_bit_identical(op: MPI.Op, datatype: MPI.Datatype, exact: bool) -> bool:
-    """Whether any MPI gives the same bits on every rank: exact ops, and floating-point
-    SUM/PROD (IEEE addition and multiplication are commutative, so a pairwise combine
-    gives the same bits on both partners).
+    """Tell whether any MPI gives the same bits on every rank for ``op`` on ``datatype``.
+
+    True for exact ops and for floating-point SUM/PROD: IEEE addition and
+    multiplication are commutative, so a pairwise combine gives the same bits on
+    both partners. Not for float MIN/MAX (MPICH's result with +0.0 and -0.0 mixed
+    differs between ranks).
     """
     return exact or (op == MPI.SUM or op == MPI.PROD) and numpy_dtype(datatype) is not None
 

@@ -54,6 +54,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from .schedule import AUTO, NATIVE
+from .units import format_size, parse_size, parse_sizes, short_size
 
 __all__ = [
     "add_arguments", "run", "main", "build_parser",
@@ -88,65 +89,7 @@ FIELDS = (
     "time_median_us", "algbw_Bps", "busbw_Bps", "vs_native", "wrong", "model_us",
 )
 
-_SUFFIX = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
-
-
-# -- sizes, algorithms, iterations ----------------------------------------------------
-
-def parse_size(text: str) -> int:
-    """``"8"``, ``"64K"``, ``"16M"``, ``"1G"``, ``"4KiB"``, ``"1MB"`` → bytes (binary units)."""
-    m = re.fullmatch(r"\s*(\d+)\s*([kKmMgGtT]?)(?:i?[bB])?\s*", str(text))
-    if not m:
-        raise ValueError(f"cannot parse size {text!r}: expected bytes with an optional K/M/G suffix, e.g. 8, 64K, 16M")
-    return int(m.group(1)) * _SUFFIX[m.group(2).upper()]
-
-
-def parse_sizes(spec: str) -> list[int]:
-    """Sizes in bytes from ``MIN:MAX`` (powers of two between, both included),
-    ``MIN:MAX:FACTOR`` (each ``FACTOR`` times the last), a comma list
-    (``8,64K,1M``) or a mix (``8,1K:1M:4``). Sorted, without duplicates.
-    """
-    out = set()
-    for item in str(spec).split(","):
-        item = item.strip()
-        if not item:
-            continue
-        parts = item.split(":")
-        if len(parts) == 1:
-            out.add(parse_size(parts[0]))
-            continue
-        if len(parts) not in (2, 3):
-            raise ValueError(f"cannot parse size range {item!r}: expected MIN:MAX or MIN:MAX:FACTOR")
-        lo, hi = parse_size(parts[0]), parse_size(parts[1])
-        factor = int(parts[2]) if len(parts) == 3 else 2
-        if factor < 2:
-            raise ValueError(f"size factor must be >= 2, got {factor}")
-        if lo < 1 or hi < lo:
-            raise ValueError(f"size range {item!r} is empty: need 1 <= MIN <= MAX")
-        if len(parts) == 2 and lo & (lo - 1):
-            lo = 1 << lo.bit_length()  # next power of two (powers of two between MIN and MAX)
-            out.add(parse_size(parts[0]))
-        s = lo
-        while s <= hi:
-            out.add(s)
-            s *= factor
-        if len(parts) == 2 and hi & (hi - 1):
-            out.add(hi)
-    if not out:
-        raise ValueError(f"no sizes in {spec!r}")
-    if min(out) < 1:
-        raise ValueError("sizes must be at least 1 byte")
-    return sorted(out)
-
-
-def format_size(n: float) -> str:
-    """``1048576`` → ``"1 MiB"``, ``8`` → ``"8 B"``."""
-    for unit, f in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= f:
-            v = n / f
-            return f"{v:.0f} {unit}" if v == int(v) else f"{v:.3g} {unit}"
-    return f"{int(n)} B"
-
+# -- algorithms, iterations ----------------------------------------------------------
 
 def registered_algorithms() -> tuple[str, ...]:
     """Our algorithms, read from the registry at run time (no MPI import)."""
@@ -528,15 +471,6 @@ def add_model_times(rows: list[dict[str, Any]], *, link_bytes_per_s: float, alph
 
 # -- plot ---------------------------------------------------------------------------------
 
-def _short_size(n: int) -> str:
-    """``1048576`` → ``1M``, ``8`` → ``8``, ``1536`` → ``1.5K`` (axis labels)."""
-    for unit, f in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
-        if n >= f:
-            v = n / f
-            return f"{v:g}{unit}"
-    return str(int(n))
-
-
 def plot_results(rows: Sequence[Mapping[str, Any]], path: str, *, title: str | None = None,
                  place: str | None = None) -> str:
     """Goodput (algbw) vs size, log-log, one line per algorithm (model dashed where
@@ -591,7 +525,7 @@ def plot_results(rows: Sequence[Mapping[str, Any]], path: str, *, title: str | N
     ax.set_yscale("log")
     sizes = sorted({int(r["size"]) for r in rows})
     ticks = sizes if len(sizes) <= 14 else sizes[::2]
-    ax2.set_xticks(ticks, [_short_size(x) for x in ticks])
+    ax2.set_xticks(ticks, [short_size(x) for x in ticks])
     ax2.xaxis.set_minor_locator(NullLocator())
     ax.set_ylabel(f"goodput (algbw = size / median time), {unit}")
     ax.grid(True, which="both", alpha=0.3)

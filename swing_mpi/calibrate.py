@@ -18,9 +18,9 @@ Measurement:
     4 MiB, all ranks at once.
 
 Fit:
-    The model of :mod:`swing_mpi.select`, ``T = K·α + β·Σ_k m_k + γ·r``, is
+    The model of :mod:`swing_mpi.choose`, ``T = K·α + β·Σ_k m_k + γ·r``, is
     linear in its constants given each schedule's step count ``K``, bytes per
-    step ``m_k`` and reduced bytes ``r`` (:func:`swing_mpi.select.features`).
+    step ``m_k`` and reduced bytes ``r`` (:func:`swing_mpi.choose.features`).
     With γ measured, α and β are fitted to ``T − γ·r`` over our three series
     by non-negative least squares on relative errors (every size weighs the
     same, from 8 B to 4 MiB), once per lane mode: concurrent (α per step,
@@ -59,7 +59,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .bench import format_size
+from .units import format_size, parse_sizes
 
 __all__ = [
     "add_arguments", "run", "main", "SERIES", "Series", "measure", "measure_gamma", "fit", "Fit",
@@ -226,7 +226,7 @@ class Fit:
 
 
 def fit(records: Sequence[dict[str, Any]], dims: tuple[int, ...], *, gamma: float | None = None) -> Fit:
-    """Fit the model of :mod:`swing_mpi.select` to our series' medians (relative errors).
+    """Fit the model of :mod:`swing_mpi.choose` to our series' medians (relative errors).
 
     With ``gamma`` (measured apart, :func:`measure_gamma`) only α and β are
     fitted to ``T − γ·r``; without it all three. A per-call constant is
@@ -237,7 +237,7 @@ def fit(records: Sequence[dict[str, Any]], dims: tuple[int, ...], *, gamma: floa
     lose the least time on the measured points is kept (then the smaller
     error). A record may carry its own ``dims`` (pooled measurements).
     """
-    from .select import Tuning, features
+    from .choose import Tuning, features
 
     ours = [r for r in records if r["algorithm"] != "native" and r["median_s"] > 0]
     if not ours:
@@ -273,7 +273,7 @@ def fit(records: Sequence[dict[str, Any]], dims: tuple[int, ...], *, gamma: floa
 
 def _regret(records: Sequence[dict[str, Any]], tuning, dims: tuple[int, ...]) -> float:
     """Mean time lost (relative) by the model's swing-lat/swing-bw choices on measured points."""
-    from .select import choose
+    from .choose import choose
 
     by: dict[tuple, float] = {}
     for r in records:
@@ -365,7 +365,7 @@ def calibrate(comm, *, sizes: Sequence[int], dims: tuple[int, ...], iters: int =
               warmup: int = DEFAULT_WARMUP, native: bool = True, margin: float = DEFAULT_NATIVE_MARGIN,
               progress: bool = True) -> tuple[Any, Fit, list[dict[str, Any]]]:
     """Measure, fit and return ``(Tuning, Fit, records)``, the same on every rank (collective)."""
-    from .select import Tuning
+    from .choose import Tuning
 
     series = SERIES if native else tuple(s for s in SERIES if s.algorithm != "native")
     records = measure(comm, sizes, dims=dims, iters=iters, warmup=warmup, series=series, progress=progress)
@@ -424,7 +424,7 @@ def report(tuning, f: Fit, records: Sequence[dict[str, Any]], *, p: int, dims: t
 
 
 def _auto_columns(tuning, p: int, dims: tuple[int, ...]) -> list[str]:
-    from .select import choose
+    from .choose import choose
 
     rows = [f"| {'size':>9} | {'float64 SUM':<11} | {'int64 SUM':<11} |", f"|{'-' * 10}:|{'-' * 13}|{'-' * 13}|"]
     for n in _table_sizes(p):
@@ -458,7 +458,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _output_path(args: argparse.Namespace):
     from pathlib import Path
 
-    from .select import TUNING_ENV, default_tuning_path
+    from .choose import TUNING_ENV, default_tuning_path
 
     if args.output:
         return Path(args.output)
@@ -471,8 +471,7 @@ def _output_path(args: argparse.Namespace):
 def run(args: argparse.Namespace) -> int:
     from mpi4py import MPI
 
-    from .bench import parse_sizes
-    from .select import save_tuning
+    from .choose import save_tuning
     from .topology import parse_dims
 
     comm = MPI.COMM_WORLD

@@ -31,7 +31,6 @@ Algorithm:
 from __future__ import annotations
 
 import math
-import re
 import time as _time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -40,6 +39,7 @@ from functools import lru_cache
 from ..schedule import ALGORITHMS, build_schedule
 from ..schedule.base import Schedule
 from ..topology import Torus, parse_dims
+from ..units import format_size, parse_size
 from .routing import StepLoad, collect_traffic, default_count, step_loads
 
 __all__ = [
@@ -239,28 +239,6 @@ def predict_goodput(algorithm: str, dims, nbytes: float, **kw) -> float:
 
 
 # -- sizes ---------------------------------------------------------------------
-
-_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 10**6, "mb": 10**6, "mib": 1024**2,
-          "g": 10**9, "gb": 10**9, "gib": 1024**3, "t": 10**12, "tb": 10**12, "tib": 1024**4}
-
-
-def parse_size(text) -> int:
-    """``"4MiB"``, ``"4M"`` (decimal), ``"32B"``, ``"1e6"`` or ``4194304`` → bytes."""
-    if isinstance(text, (int, float)) and not isinstance(text, bool):
-        return int(text)
-    m = re.fullmatch(r"\s*([0-9.eE+]+)\s*([A-Za-z]*)\s*", str(text))
-    if not m or m.group(2).lower() not in _UNITS:
-        raise ValueError(f"cannot parse size {text!r}: expected e.g. 4MiB, 32B, 1GiB or a number of bytes")
-    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
-
-
-def format_size(n: float) -> str:
-    for unit, f in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
-        if n >= f:
-            v = n / f
-            return f"{v:.0f} {unit}" if abs(v - round(v)) < 1e-9 else f"{v:.3g} {unit}"
-    return f"{n:.0f} B"
-
 
 def default_sizes() -> list[int]:
     """32 B … 2 GiB, powers of two (the paper's range)."""

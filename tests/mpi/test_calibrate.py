@@ -23,7 +23,7 @@ def test_calibrate_writes_a_tuning_that_loads(mpi_tmp_path, capsys):
     from mpi4py import MPI
 
     from swing_mpi import calibrate
-    from swing_mpi.select import Tuning, load_tuning
+    from swing_mpi.choose import Tuning, load_tuning
 
     comm = MPI.COMM_WORLD
     p = comm.Get_size()
@@ -90,7 +90,7 @@ def test_tuning_for_comm_equal_on_all_ranks(mpi_tmp_path, monkeypatch):
 
     from mpi4py import MPI
 
-    from swing_mpi.select import DEFAULT_TUNING, Tuning, save_tuning, tuning_for_comm
+    from swing_mpi.choose import DEFAULT_TUNING, Tuning, save_tuning, tuning_for_comm
 
     comm = MPI.COMM_WORLD
     rank = comm.Get_rank()

@@ -39,13 +39,13 @@ def _parse(*argv: str) -> argparse.Namespace:
 
 @pytest.mark.parametrize("text, n", [
     ("8", 8), ("0", 0), ("64K", 65536), ("64k", 65536), ("16M", 16 << 20), ("1G", 1 << 30),
-    ("4KiB", 4096), ("1MB", 1 << 20), ("32B", 32), (" 2K ", 2048),
+    ("4KiB", 4096), ("1MB", 1 << 20), ("32B", 32), (" 2K ", 2048), ("1.5K", 1536), (4096, 4096),
 ])
 def test_parse_size(text, n):
     assert parse_size(text) == n
 
 
-@pytest.mark.parametrize("bad", ["", "K", "1.5K", "-8", "8X", "1e3"])
+@pytest.mark.parametrize("bad", ["", "K", "0.3K", "-8", "8X", "1e3", -1])
 def test_parse_size_rejects(bad):
     with pytest.raises(ValueError):
         parse_size(bad)

@@ -59,19 +59,20 @@ import math
 import os
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from .schedule import NATIVE, build_schedule
+from .schedule import ALGORITHMS, AUTO, NATIVE, algorithm_info, build_schedule
 from .schedule.base import REDUCE
+from .units import format_size
 
 __all__ = [
     "Tuning", "TuningError", "DEFAULT_TUNING", "CANDIDATES", "TUNING_ENV", "TUNING_VERSION",
     "choose", "estimate", "estimates", "features", "Features",
     "load_tuning", "save_tuning", "tuning_from_dict", "tuning_for_comm", "default_tuning_path",
-    "auto_table",
+    "auto_table", "resolve", "algorithm_names",
 ]
 
 CANDIDATES = ("swing-lat", "swing-bw")
@@ -132,7 +133,7 @@ DEFAULT_TUNING = Tuning(
     beta=1.72e-9,
     gamma=0.058e-9,
     native_below_bytes=2048,
-    source="defaults (2-core VM, shared-memory MPICH 5.0.2 from PyPI, p=4; see swing_mpi/select.py)",
+    source="defaults (2-core VM, shared-memory MPICH 5.0.2 from PyPI, p=4; see swing_mpi/choose.py)",
     concurrent_lanes=False,
 )
 """Measured with ``swing-mpi calibrate``'s code on the development machine: a
@@ -282,6 +283,39 @@ def _choose(p: int, dims: tuple[int, ...], count: int, itemsize: int, exact: boo
     return best
 
 
+def resolve(requested: str, p: int, dims: Sequence[int], count: int, itemsize: int, *, exact: bool,
+            commutative: bool, native_ok: bool, tuning: Tuning | None = None) -> str:
+    """Name the algorithm that really runs for a request (``auto``, ``native`` or a registered name).
+
+    Args:
+        requested: what the caller asked for (already defaulted from the environment).
+        p, dims, count, itemsize: as for :func:`choose`.
+        exact: the op gives the same bits in any grouping.
+        commutative: ``op.Is_commutative()``.
+        native_ok: the MPI library's result is bit-identical on every rank for this
+            op and datatype (``auto`` hands tiny vectors to it only then).
+        tuning: as for :func:`choose`.
+
+    Non-commutative ops on an algorithm that needs commutativity run ``recdoub``
+    (order-preserving) instead; ``native`` and ``recdoub`` run as asked.
+    """
+    if requested == AUTO:
+        tuning = tuning or DEFAULT_TUNING
+        if not native_ok and tuning.native_below_bytes is not None:
+            tuning = replace(tuning, native_below_bytes=None)
+        return choose(p, dims, count, itemsize, exact=exact, commutative=commutative, tuning=tuning)
+    if requested == NATIVE:
+        return NATIVE
+    if algorithm_info(requested).commutative_only and not commutative:
+        return NONCOMMUTATIVE
+    return requested
+
+
+def algorithm_names() -> tuple[str, ...]:
+    """Every name a caller may ask for: ``auto``, ``native`` and the registered algorithms."""
+    return (AUTO, NATIVE) + tuple(ALGORITHMS)
+
+
 # -- tuning files ----------------------------------------------------------------------
 
 def default_tuning_path() -> Path:
@@ -394,13 +428,6 @@ def _load_never_raising() -> Tuning:
 
 # -- the table ----------------------------------------------------------------------
 
-def _fmt_size(n: int) -> str:
-    for unit, f in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= f and n % f == 0:
-            return f"{n // f} {unit}"
-    return f"{n} B"
-
-
 def _dims_of(shape: Any) -> tuple[int, ...]:
     if isinstance(shape, int):
         return (shape,)
@@ -428,7 +455,7 @@ def auto_table(shapes: Iterable[Any], sizes: Iterable[int], *, dtype_itemsize: i
     rows = []
     for n in sizes:
         count = max(1, int(n) // dtype_itemsize)
-        row = [_fmt_size(count * dtype_itemsize)]
+        row = [format_size(count * dtype_itemsize)]
         for d in dims_list:
             row.append(choose(math.prod(d), d, count, dtype_itemsize, exact=exact, commutative=commutative,
                               tuning=tuning))

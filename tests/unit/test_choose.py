@@ -1,4 +1,4 @@
-"""``auto``'s chooser (swing_mpi.select): the model, its determinism, tuning files, the table."""
+"""``auto``'s chooser (swing_mpi.choose): the model, its determinism, tuning files, the table."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from dataclasses import replace
 
 import pytest
 
-from swing_mpi import select
-from swing_mpi.select import (
+from swing_mpi import choose as select
+from swing_mpi.choose import (
     DEFAULT_TUNING,
     Features,
     Tuning,
