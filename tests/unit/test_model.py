@@ -31,12 +31,6 @@ from swing_mpi.schedule.base import Schedule
 from swing_mpi.schedule.blockset import rs_ag_lane
 from swing_mpi.topology import Torus
 
-needs_rabenseifner = pytest.mark.skipif(
-    "rabenseifner" not in ALGORITHMS,
-    reason="'rabenseifner' is not registered in swing_mpi.schedule.ALGORITHMS yet (another change adds it)",
-)
-
-
 def close(x: float, ref: float, rel: float) -> bool:
     return abs(x - ref) <= rel * abs(ref)
 
@@ -128,7 +122,6 @@ def test_figure1_doubling_reference():
     assert r.first_steps(3, "distance") == pytest.approx(1.5, abs=1e-12)
 
 
-@needs_rabenseifner
 def test_figure1_registered():
     got = figure1()
     assert got["rabenseifner"]["link_messages"] == [1, 2, 4]
@@ -172,7 +165,6 @@ def test_xor_reference_xi_4096(dims):
     assert table2_ok(r.Xi_routed, TABLE2["rab"][len(dims)])
 
 
-@needs_rabenseifner
 @pytest.mark.parametrize("dims", list(RAB_XI))
 def test_rabenseifner_xi_4096(dims):
     r = analyze("rabenseifner", dims)
@@ -197,7 +189,6 @@ def test_time_is_eq1():
     assert predict_time("swing-bw", "64x64", n, alpha=alpha, link_bytes_per_s=rate) == pytest.approx(eq1)
 
 
-@pytest.mark.skipif("bucket" not in ALGORITHMS, reason="'bucket' is not registered yet")
 def test_bucket_has_no_congestion():
     r = analyze("bucket", (8, 8))
     assert r.Psi == pytest.approx(1.0, rel=1e-9)          # Table 2: Ψ = 1
@@ -310,7 +301,6 @@ def test_crossovers_panel1():
     assert c["swing_bw"]["ceiling"] == pytest.approx(1 / bw.Xi_routed)
 
 
-@pytest.mark.skipif("bucket" not in ALGORITHMS, reason="'bucket' is not registered yet")
 def test_bucket_passes_swing_for_large_vectors():
     c = crossovers([analyze(a, (8, 8)) for a in ("swing-bw", "bucket")])
     x = c["passes_swing_bw"]["bucket"]
