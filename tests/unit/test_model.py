@@ -31,6 +31,7 @@ from swing_mpi.schedule.base import Schedule
 from swing_mpi.schedule.blockset import rs_ag_lane
 from swing_mpi.topology import Torus
 
+
 def close(x: float, ref: float, rel: float) -> bool:
     return abs(x - ref) <= rel * abs(ref)
 
