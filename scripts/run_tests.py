@@ -1,11 +1,16 @@
 #!/usr/bin/env python3
-"""Run the whole test suite: unit tests, then the MPI tests at every size.
+"""Run the whole test suite: unit, launcher and lab tests, then the MPI tests at every size.
 
-Each MPI size is its own ``mpiexec -n N python -m mpi4py -m pytest --with-mpi``
+``tests/unit``, ``tests/launch`` (tests that start their own small ``mpiexec`` jobs) and
+``tests/lab`` run in one plain pytest. Each MPI size is its own ``mpiexec -n N python -m mpi4py -m pytest --with-mpi``
 launch with ``MPIEXEC_TIMEOUT`` set, so a deadlock fails that size quickly
 instead of hanging; ``python -m mpi4py`` aborts all ranks on an uncaught
 exception. Rank 0's output is shown; the other ranks' logs are shown only
 when a size fails. The last line is ``N passed, N failed``.
+
+Either MPI from PyPI works: the venv's ``mpiexec`` decides. Under Open MPI, running as root
+and more ranks than cores are allowed through its environment variables (unless already set),
+as ``scripts/mpi_env.sh`` does; both MPIs honour ``MPIEXEC_TIMEOUT``.
 """
 
 from __future__ import annotations
@@ -24,19 +29,39 @@ ROOT = Path(__file__).resolve().parent.parent
 SIZES = [1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 16]
 
 
+OPEN_MPI_ENV = {
+    "OMPI_ALLOW_RUN_AS_ROOT": "1",
+    "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+    "PRTE_MCA_rmaps_default_mapping_policy": ":oversubscribe",
+    "OMPI_MCA_mpi_yield_when_idle": "1",
+}
+"""Open MPI's permission to run as root and oversubscribed; ranks yield while polling."""
+
+
 def find_mpiexec() -> str:
-    """``mpiexec`` next to this Python (the ``mpich`` wheel's), else on PATH."""
-    from swing_mpi.lab.netns import LabUnavailable
-    from swing_mpi.lab.netns import find_mpiexec as _find
+    """Return ``mpiexec`` next to this Python (the MPI wheel's), else on PATH."""
+    from swing_mpi.lab import MpiexecNotFoundError
+    from swing_mpi.lab import find_mpiexec as _find
 
     try:
         return _find()
-    except LabUnavailable as e:
+    except MpiexecNotFoundError as e:
         sys.exit(f"run_tests: {e}")
 
 
+def mpi_name(mpiexec: str) -> str:
+    """Return the first line of ``mpiexec --version`` (names the MPI: MPICH's hydra or Open MPI)."""
+    try:
+        r = subprocess.run([mpiexec, "--version"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"unknown ({e})"
+    lines = [ln.strip() for ln in r.stdout.splitlines() if ln.strip()]
+    return " ".join(lines[:2]) if lines and "HYDRA" in lines[0] else (lines[0] if lines else "unknown")
+
+
 def counts(text: str) -> tuple[int, int]:
-    """(passed, failed+errors) from pytest's closing line."""
+    """Return (passed, failed+errors) from pytest's closing line."""
     last = [ln for ln in text.splitlines() if re.search(r"\d+ (passed|failed|error)", ln)]
     if not last:
         return 0, 0
@@ -59,29 +84,39 @@ def main() -> int:
     args = ap.parse_args()
     os.chdir(ROOT)
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+    mpiexec = find_mpiexec()
+    name = mpi_name(mpiexec)
+    if "Open MPI" in name:
+        for k, v in OPEN_MPI_ENV.items():
+            env.setdefault(k, v)
+    print(f"== MPI: {name} ({mpiexec})", flush=True)
     # a fixed fuzz seed keeps CI reproducible; set SWING_MPI_FUZZ_SEED to explore others
     env.setdefault("SWING_MPI_FUZZ_SEED", "20261130")
     passed = failed = 0
     t0 = time.time()
     if not args.no_unit:
-        print("== unit and lab tests (no mpiexec)", flush=True)
+        print("== unit, launcher and lab tests (plain pytest)", flush=True)
         r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                            "tests/unit", "tests/lab", *args.pytest_args], env=env,
+                            "tests/unit", "tests/launch", "tests/lab", *args.pytest_args], env=env,
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         print(r.stdout[-6000:], flush=True)
         p, f = counts(r.stdout)
         passed += p
         failed += f + (1 if r.returncode not in (0, 5) and not f else 0)
     if not args.no_mpi:
-        mpiexec = find_mpiexec()
         logs = Path(tempfile.mkdtemp(prefix="swing-mpi-tests-"))
         for n in [int(x) for x in args.sizes.split(",") if x]:
             started = time.time()
             cmd = [mpiexec, "-n", str(n), sys.executable, str(ROOT / "scripts" / "rank_logs.py"), str(logs),
                    sys.executable, "-m", "mpi4py", "-m", "pytest", "--with-mpi", "-q", "-p", "no:cacheprovider",
                    "tests/mpi", *args.pytest_args]
-            r = subprocess.run(cmd, env=dict(env, MPIEXEC_TIMEOUT=str(args.timeout)),
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            try:
+                r = subprocess.run(cmd, env=dict(env, MPIEXEC_TIMEOUT=str(args.timeout)),
+                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                   timeout=args.timeout + 60)
+            except subprocess.TimeoutExpired as e:  # the launcher ignored MPIEXEC_TIMEOUT
+                out_text = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+                r = subprocess.CompletedProcess(cmd, 124, out_text + "\nrun_tests: killed after the timeout\n")
             out = (logs / "rank0.log").read_text() if (logs / "rank0.log").exists() else ""
             p, f = counts(out)
             bad = r.returncode != 0 or f or not p

@@ -13,6 +13,7 @@ import zlib
 import numpy as np
 import pytest
 from mpi4py import MPI
+from reference import reference_allreduce
 
 import swing_mpi
 from swing_mpi import ALGORITHMS
@@ -85,9 +86,8 @@ def check(algorithm, dims, x, op, *, inplace, datatype=None, exact=True, rtol=1e
     Returns (local verdict, crc of our result, description); the verdicts and
     crcs of all ranks are compared once per test by :func:`run_cases`.
     """
-    ref = np.empty_like(x)
+    ref = reference_allreduce(WORLD, x, op, datatype)  # MPI_Allreduce; integer overflow: wrapped
     spec = [x, datatype] if datatype is not None else x
-    WORLD.Allreduce(spec, [ref, datatype] if datatype is not None else ref, op)
     if inplace:
         out = x.copy()
         swing_mpi.allreduce(WORLD, MPI.IN_PLACE, [out, datatype] if datatype is not None else out, op,

@@ -21,7 +21,9 @@ broadcasts them, so every rank runs the same collectives. A case is a random
   through the functions or through ``swing_mpi.Intracomm``.
 
 Properties checked: equal to ``comm.Allreduce`` (bits for integer and other
-exact ops, values for float MAX/MIN, a summation/product error bound for
+exact ops; integer SUM/PROD against numpy's wrapping arithmetic instead, since
+MPI leaves overflow open and Open MPI saturates 8- and 16-bit sums: see
+``reference.py``; values for float MAX/MIN, a summation/product error bound for
 float SUM/PROD and the user sum), bit-identical on all ranks, the send buffer
 untouched, elements past ``count`` untouched, no exception. Verdicts and
 result CRCs are gathered once at the end (one ``allgather``).
@@ -46,6 +48,7 @@ import zlib
 import numpy as np
 import pytest
 from mpi4py import MPI
+from reference import reference_allreduce, wraps
 
 import swing_mpi
 from swing_mpi import ALGORITHMS
@@ -98,7 +101,7 @@ def pair_dtype(name: str) -> np.dtype:
 # -- case generation (rank 0) ---------------------------------------------------------------
 
 def random_dims(rng: np.random.Generator, p: int) -> tuple[int, ...] | None:
-    """A random factorisation of p into 1–3 sides (sides of 1 allowed), random order; or None."""
+    """Return a random factorisation of p into 1–3 sides (sides of 1 allowed), random order; or None."""
     if rng.random() < 0.1:
         return None
     k = int(rng.integers(1, 4))
@@ -233,7 +236,7 @@ def _matmul(inbuf, inoutbuf, datatype):  # inout = in · inout, on 2x2 matrices
 
 
 def make_data(c: dict, dt: np.dtype, per: int, n: int, rng: np.random.Generator) -> np.ndarray:
-    """This rank's input: n elements (n·per numpy items) for the case's kind and op."""
+    """Return this rank's input: n elements (n·per numpy items) for the case's kind and op."""
     kind, opname = c["kind"], c["op"]
     m = n * per
     if kind == "bool":
@@ -299,7 +302,7 @@ _LD_BYTES = (10 if np.finfo(np.longdouble).nmant == 63 else np.dtype(np.longdoub
 
 
 def canonical_bytes(a: np.ndarray) -> bytes:
-    """The bytes that carry the values of ``a``: no struct padding, no long-double padding."""
+    """Return the bytes that carry the values of ``a``: no struct padding, no long-double padding."""
     if a.dtype.names:
         return b"".join(canonical_bytes(np.ascontiguousarray(a[f])) for f in a.dtype.names)
     if a.dtype == np.clongdouble:
@@ -391,11 +394,11 @@ def _compare(c: dict, out: np.ndarray, ref: np.ndarray, scale: np.ndarray | None
     i = int(bad[0]) if len(bad) else 0
     got = out[i] if len(out) else None
     want = ref[i] if len(ref) else None
-    return f"{len(bad)} element(s) differ from MPI_Allreduce, first [{i}]: got {got!r}, MPI {want!r}"
+    return f"{len(bad)} element(s) differ from the reference, first [{i}]: got {got!r}, expected {want!r}"
 
 
 def run_case(c: dict, st: Setup, seed: int) -> tuple[list[str], int]:
-    """This rank's problems with case c, and a CRC of its results (compared across ranks)."""
+    """Return this rank's problems with case c, and a CRC of its results (compared across ranks)."""
     dt, mdt, op, per = st.types(c["kind"], c["op"])
     n = c["count"]
     problems: list[str] = []
@@ -421,8 +424,11 @@ def run_case(c: dict, st: Setup, seed: int) -> tuple[list[str], int]:
                 out.view(np.uint8)[...] = 0xA5  # garbage, including the struct padding
             tail = out[n * per:].tobytes()  # bytes: copy() of a padded struct need not keep the padding
             x_before = x.tobytes()
-            ref = np.zeros(n * per, dt)
-            WORLD.Allreduce([data, n, mdt], [ref, n, mdt], op)
+            if wraps(op, dt) and c["algorithm"] != "native":
+                ref = reference_allreduce(WORLD, data, op)  # integer overflow: wrapped, not MPI's choice
+            else:
+                ref = np.zeros(n * per, dt)
+                WORLD.Allreduce([data, n, mdt], [ref, n, mdt], op)
             scale = _error_scale(c, data, dt)  # a collective: before ours, whatever happens there
             if mode == "init":
                 if req is None:
@@ -475,7 +481,9 @@ def _seed_and_cases() -> tuple[int, list[dict]]:
 
 
 def _native_inexact(c: dict) -> bool:
-    """MPI's own allreduce need not give the same bits everywhere for inexact ops, and MPICH's
+    """Tell whether the case is MPI's own allreduce of an inexact op.
+
+    MPI's own allreduce need not give the same bits everywhere for inexact ops, and MPICH's
     does not (e.g. float MIN/MAX of 0.0 and -0.0 with Allreduce_init/Iallreduce): not our promise.
     """
     return c["algorithm"] == "native" and (c["kind"] == "user" or c["kind"].split(":")[0] in ("float", "complex"))

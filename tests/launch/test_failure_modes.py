@@ -2,20 +2,11 @@
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-import sys
-import textwrap
 import time
-from pathlib import Path
 
 import pytest
 
-MPIEXEC = Path(sys.executable).parent / "mpiexec"
-if not MPIEXEC.exists():
-    MPIEXEC = Path(shutil.which("mpiexec") or "mpiexec")
-
-SCRIPT = textwrap.dedent("""
+PROGRAM = """
     import sys
     import numpy as np
     from mpi4py import MPI
@@ -34,18 +25,13 @@ SCRIPT = textwrap.dedent("""
     else:
         swing_mpi.allreduce(comm, x, y, algorithm="swing-bw")
     print("finished", comm.rank, flush=True)
-""")
+"""
 
 
-@pytest.mark.skipif(not MPIEXEC.exists(), reason="no mpiexec")
 @pytest.mark.parametrize("bad", ["buffer", "op"])
-def test_error_on_one_rank_aborts_all_with_mpi4py_runner(tmp_path, bad):
-    script = tmp_path / "job.py"
-    script.write_text(SCRIPT)
+def test_error_on_one_rank_aborts_all_with_mpi4py_runner(launch, bad):
     t0 = time.time()
-    r = subprocess.run([str(MPIEXEC), "-n", "3", sys.executable, "-m", "mpi4py", str(script), bad],
-                       env={"MPIEXEC_TIMEOUT": "60", "PATH": str(Path(sys.executable).parent) + ":/usr/bin:/bin"},
-                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
+    r = launch(PROGRAM, 3, bad)
     elapsed = time.time() - t0
     assert r.returncode != 0, r.stdout
     assert elapsed < 50, f"took {elapsed:.0f} s: the job hung until MPIEXEC_TIMEOUT"

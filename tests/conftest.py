@@ -1,0 +1,84 @@
+"""Shared fixtures.
+
+The suite has four parts:
+
+* ``tests/unit``: no MPI launch (pure Python, plus mpi4py on one process at most);
+* ``tests/mpi``: run under ``mpiexec -n N python -m mpi4py -m pytest --with-mpi``;
+* ``tests/launch``: plain pytest that launches its own small ``mpiexec`` jobs (environment
+  variables read at import, errors and hangs on one rank) through the :func:`launch` fixture;
+* ``tests/lab``: end to end on the emulated torus (root and network namespaces).
+
+``scripts/run_tests.py`` runs unit, launch and lab tests in one plain pytest and the MPI tests
+once per size. Nothing here imports mpi4py: the fixtures work under either MPI.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+_PASS_THROUGH = ("OMPI_", "PRTE_", "PMIX_", "MPICH_", "HYDRA_", "FI_", "UCX_")
+"""Launcher settings kept in a launched job's otherwise minimal environment (Open MPI's
+permission to run as root and to oversubscribe, MPICH's and the fabrics' settings)."""
+
+
+def _find_mpiexec() -> Path | None:
+    from swing_mpi.lab import MpiexecNotFoundError, find_mpiexec
+
+    try:
+        return Path(find_mpiexec())
+    except MpiexecNotFoundError:
+        return None
+
+
+@pytest.fixture(scope="session")
+def mpiexec() -> Path:
+    """Return the ``mpiexec`` next to this Python (the venv's MPI wheel), else the one on PATH; skip if none."""
+    found = _find_mpiexec()
+    if found is None:
+        pytest.skip("no mpiexec next to this Python nor on PATH")
+    return found
+
+
+def job_env(**extra: str) -> dict[str, str]:
+    """Return a minimal environment for a launched job: PATH, HOME, launcher settings, ``extra``.
+
+    ``SWING_MPI_*`` variables of the calling environment are left out, so a test sets exactly the
+    ones it means; ``MPIEXEC_TIMEOUT`` (MPICH and Open MPI both honour it) defaults to 60 s.
+    """
+    env = {"PATH": str(Path(sys.executable).parent) + os.pathsep + "/usr/bin:/bin",
+           "HOME": os.environ.get("HOME", "/tmp"), "MPIEXEC_TIMEOUT": "60",
+           "PYTHONPATH": str(ROOT), "PYTHONDONTWRITEBYTECODE": "1"}
+    env.update({k: v for k, v in os.environ.items() if k.startswith(_PASS_THROUGH)})
+    env.update(extra)
+    return env
+
+
+Launch = Callable[..., subprocess.CompletedProcess]
+
+
+@pytest.fixture
+def launch(mpiexec: Path, tmp_path: Path) -> Launch:
+    """Run a Python program on ``n`` ranks under ``python -m mpi4py``; return the finished process.
+
+    ``launch(program, n, *args, env={...}, timeout=120)``: ``program`` is dedented and written to a
+    file; stdout and stderr come back together in ``.stdout``. ``timeout`` bounds the whole launch
+    from here as well (``MPIEXEC_TIMEOUT`` bounds it inside the launcher).
+    """
+    def run(program: str, n: int, *args: str, env: dict[str, str] | None = None,
+            timeout: float = 120) -> subprocess.CompletedProcess:
+        script = tmp_path / "job.py"
+        script.write_text(textwrap.dedent(program))
+        cmd = [str(mpiexec), "-n", str(n), sys.executable, "-m", "mpi4py", str(script), *args]
+        return subprocess.run(cmd, env=job_env(**(env or {})), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True, timeout=timeout, cwd=tmp_path)
+
+    return run
