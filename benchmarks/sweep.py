@@ -54,7 +54,7 @@ from swing_mpi.bench import (
     write_csv,
     write_json,
 )
-from swing_mpi.lab.netns import _kill_group
+from swing_mpi.lab import find_mpiexec, kill_group
 from swing_mpi.topology import parse_dims
 
 MPICH_VAR = "MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM"
@@ -193,7 +193,7 @@ def _run_tee(argv: Sequence[str], env: dict[str, str], log_path: str, timeout: f
                     raise subprocess.TimeoutExpired(list(argv), timeout)
             return proc.wait(timeout=max(1.0, deadline - time.monotonic()))
         except BaseException:
-            _kill_group(proc)
+            kill_group(proc)
             raise
 
 
@@ -225,8 +225,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"sweep: {e}", file=sys.stderr)
         return 2
     os.makedirs(out, exist_ok=True)
-    from swing_mpi.lab.netns import find_mpiexec
-
     mpiexec = find_mpiexec()
     sweep_cmd = shlex.join([sys.executable, *sys.argv]) if argv is None else shlex.join(["benchmarks/sweep.py", *argv])
     lines = [f"# sweep: {sweep_cmd}", f"# cwd: {os.getcwd()}"]
@@ -258,7 +256,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     t0 = time.perf_counter()
     codes: dict[str, int] = {}
     if args.lab:
-        from swing_mpi.lab.netns import Lab, LabError, LabUnavailable
+        from swing_mpi.lab import Lab, LabError, LabUnavailableError
 
         try:
             with Lab(lab_dims, rate_mbit=rate, mtu=mtu, log=_say) as lab:
@@ -277,7 +275,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                          + (f"  [{shown_env(L.env)}]" if L.env else ""))
                     codes[L.name] = _run_tee(argv_, {}, L.log, args.timeout)
                     _say(f"{L.name}: exit {codes[L.name]} after {time.perf_counter() - t0:.1f} s")
-        except LabUnavailable as e:
+        except LabUnavailableError as e:
             _say(f"no lab here: {e}")
             return 2
         except LabError as e:

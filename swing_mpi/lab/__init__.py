@@ -1,29 +1,34 @@
 """The emulated torus lab: one network namespace per torus node, rate-limited veth links.
 
 * :mod:`.plan` -- the lab as pure data (names, addresses, links, routes, command lines);
-* :mod:`.netns` -- :class:`Lab` builds it, checks it, runs MPI in it, tears it down;
+* :mod:`.system` -- running commands, namespaces, capabilities (:func:`lab_available`),
+  stale cleanup, and the launcher helpers :func:`find_mpiexec` and :func:`kill_group`;
+* :mod:`.lab` -- :class:`Lab` builds the torus, runs MPI in it, tears it down;
+* :mod:`.checks` -- route and link-rate checks (:class:`CheckResult`);
+* :mod:`.agent` -- the TCP traffic agent the rate checks run in every node;
 * :mod:`.cli` -- the ``swing-mpi lab`` / ``python -m swing_mpi.lab`` command.
 """
 
-from .netns import (
-    MPI_ENV,
-    CheckResult,
-    Lab,
+from .checks import CheckResult, RateResult
+from .lab import MPI_ENV, RANK_VARIABLES, Lab
+from .plan import Command, LabPlan, Link, Port, Route, make_plan
+from .system import (
     LabError,
-    LabUnavailable,
-    RateResult,
+    LabUnavailableError,
+    MpiexecNotFoundError,
     cleanup_stale,
     find_mpiexec,
+    kill_group,
     lab_available,
     list_namespaces,
     require_lab,
 )
-from .plan import Command, LabPlan, Link, Port, Route, make_plan
 
 __all__ = [
     "Lab",
     "LabError",
-    "LabUnavailable",
+    "LabUnavailableError",
+    "MpiexecNotFoundError",
     "CheckResult",
     "RateResult",
     "lab_available",
@@ -31,7 +36,9 @@ __all__ = [
     "cleanup_stale",
     "list_namespaces",
     "find_mpiexec",
+    "kill_group",
     "MPI_ENV",
+    "RANK_VARIABLES",
     "LabPlan",
     "Link",
     "Port",

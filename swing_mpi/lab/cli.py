@@ -19,8 +19,9 @@ import time
 from collections.abc import Sequence
 
 from ..topology import Torus
-from .netns import Lab, LabError, LabUnavailable, cleanup_stale, lab_available
+from .lab import Lab
 from .plan import DEFAULT_MTU, DEFAULT_PREFIX, DEFAULT_RATE_MBIT, make_plan
+from .system import LabError, LabUnavailableError, cleanup_stale, lab_available
 
 __all__ = ["add_arguments", "run", "main", "build_parser"]
 
@@ -37,16 +38,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"rate of every link direction in Mbit/s (default {DEFAULT_RATE_MBIT:g})",
     )
     parser.add_argument("--mtu", type=int, default=DEFAULT_MTU, help=f"MTU of every link (default {DEFAULT_MTU})")
-    parser.add_argument("--check", action="store_true", help="verify routes and link rates before running (alone: build, check, tear down)")
+    parser.add_argument(
+        "--check", action="store_true",
+        help="verify routes and link rates before running (alone: build, check, tear down)",
+    )
     parser.add_argument("--check-seconds", type=float, default=1.5, help="length of each rate test (default 1.5)")
     parser.add_argument("--check-json", metavar="FILE", help="also write the check result as JSON to FILE")
-    parser.add_argument("--timeout", type=float, default=600, help="MPIEXEC_TIMEOUT for the command, seconds (default 600)")
+    parser.add_argument(
+        "--timeout", type=float, default=600, help="MPIEXEC_TIMEOUT for the command, seconds (default 600)"
+    )
     parser.add_argument(
         "--env", "-e", action="append", default=[], metavar="NAME=VALUE",
         help="environment variable for every rank (repeatable), e.g. MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM=ring",
     )
     parser.add_argument("-n", "--nprocs", type=int, default=None, help="number of ranks (default: the torus size)")
-    parser.add_argument("--plan", action="store_true", help="print the setup and teardown commands and exit (needs no root)")
+    parser.add_argument(
+        "--plan", action="store_true", help="print the setup and teardown commands and exit (needs no root)"
+    )
     parser.add_argument("--cleanup", action="store_true", help="delete namespaces left behind by dead labs and exit")
     parser.add_argument("--prefix", default=DEFAULT_PREFIX, help=argparse.SUPPRESS)
     parser.add_argument(
@@ -57,7 +65,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser(prog: str = "python -m swing_mpi.lab") -> argparse.ArgumentParser:
-    """A stand-alone parser with :func:`add_arguments`."""
+    """Return a stand-alone parser with :func:`add_arguments`."""
     p = argparse.ArgumentParser(
         prog=prog,
         description="Emulated torus lab: one network namespace per node, rate-limited veth links, "
@@ -132,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
                 rc = proc.returncode
                 _say(f"lab: command exited {rc} after {time.perf_counter() - t0:.2f} s")
             return rc
-    except LabUnavailable as e:
+    except LabUnavailableError as e:
         _say(f"lab: {e}")
         return 2
     except LabError as e:
@@ -144,6 +152,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m swing_mpi.lab``."""
+    """Run ``python -m swing_mpi.lab``."""
     args = build_parser().parse_args(argv)
     return run(args)

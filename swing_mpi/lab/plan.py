@@ -3,7 +3,7 @@
 Nothing here runs a command. :func:`make_plan` turns a :class:`~swing_mpi.topology.Torus`
 into a :class:`LabPlan` holding every name, address and route, plus the exact
 ``ip``/``tc``/``sysctl`` command lines (:class:`Command`) that build and tear the lab
-down; :mod:`swing_mpi.lab.netns` only executes them.
+down; :mod:`swing_mpi.lab.lab` only executes them.
 
 Layout (docs/lab.md says why):
 
@@ -64,7 +64,7 @@ _RUN_ID_RE = re.compile(r"[0-9a-f]{1,8}")
 
 
 def namespace_pattern(prefix: str = DEFAULT_PREFIX) -> re.Pattern[str]:
-    """A regex matching every namespace name a lab with ``prefix`` creates.
+    """Return a regex matching every namespace name a lab with ``prefix`` creates.
 
     Group ``run`` is the run id, group ``rank`` the node.
     """
@@ -77,7 +77,7 @@ def namespace_name(prefix: str, run_id: str, rank: int) -> str:
 
 
 def node_address(rank: int, *, net: int = 100) -> str:
-    """The /32 address of node ``rank``: ``10.<net>.<rank // 250>.<rank % 250 + 1>``."""
+    """Return the /32 address of node ``rank``: ``10.<net>.<rank // 250>.<rank % 250 + 1>``."""
     if not 0 <= rank < MAX_NODES:
         raise ValueError(f"node {rank} outside the lab's address range (0..{MAX_NODES - 1})")
     return f"10.{net}.{rank // 250}.{rank % 250 + 1}"
@@ -107,7 +107,7 @@ class Command:
     what: str = ""
 
     def shell(self) -> str:
-        """A readable shell rendering (a here-document for the batch input)."""
+        """Render the command for a shell (a here-document for the batch input)."""
         line = " ".join(_quote(a) for a in self.argv)
         if self.stdin is None:
             return line
@@ -136,7 +136,7 @@ class Link:
     b: Port
 
     def add_line(self, plan: LabPlan) -> str:
-        """The ``ip -batch`` line creating this pair with each end in its namespace."""
+        """Return the ``ip -batch`` line creating this pair with each end in its namespace."""
         return (
             f"link add {self.a.name} netns {plan.namespace(self.a.node)} type veth "
             f"peer name {self.b.name} netns {plan.namespace(self.b.node)}"
@@ -181,24 +181,27 @@ class LabPlan:
     # -- names and addresses ---------------------------------------------
     @property
     def size(self) -> int:
+        """Number of nodes."""
         return self.torus.size
 
     def namespace(self, rank: int) -> str:
-        """The namespace of node ``rank``."""
+        """Return the namespace of node ``rank``."""
         self._check_rank(rank)
         return namespace_name(self.prefix, self.run_id, rank)
 
     @cached_property
     def namespaces(self) -> tuple[str, ...]:
+        """The namespaces of all nodes, in rank order."""
         return tuple(self.namespace(r) for r in range(self.size))
 
     def address(self, rank: int) -> str:
-        """The /32 address of node ``rank`` (on every one of its ports)."""
+        """Return the /32 address of node ``rank`` (on every one of its ports)."""
         self._check_rank(rank)
         return node_address(rank, net=self.net)
 
     @cached_property
     def addresses(self) -> tuple[str, ...]:
+        """The addresses of all nodes, in rank order."""
         return tuple(self.address(r) for r in range(self.size))
 
     @property
@@ -215,12 +218,12 @@ class LabPlan:
         return tuple(tuple(sorted(p, key=lambda q: q.port)) for p in per)
 
     def ports(self, rank: int) -> tuple[Port, ...]:
-        """The ports (link ends) of node ``rank``, by torus port number."""
+        """Return the ports (link ends) of node ``rank``, by torus port number."""
         self._check_rank(rank)
         return self._ports[rank]
 
     def port(self, rank: int, port: int) -> Port:
-        """The :class:`Port` node ``rank`` uses for torus port ``port``.
+        """Return the :class:`Port` node ``rank`` uses for torus port ``port``.
 
         On a side of 2 the ``-`` port is the same link as the ``+`` port.
         """
@@ -233,7 +236,7 @@ class LabPlan:
         raise ValueError(f"node {rank} has no link on port {port} (torus {self.torus})")
 
     def neighbor(self, p: Port) -> int:
-        """The node at the other end of port ``p``."""
+        """Return the node at the other end of port ``p``."""
         return self.torus.neighbor(p.node, p.port)
 
     # -- routing ----------------------------------------------------------
@@ -261,7 +264,7 @@ class LabPlan:
         return out
 
     def route(self, node: int, dest: int) -> Route:
-        """The route ``node`` holds for ``dest`` (``node != dest``)."""
+        """Return the route ``node`` holds for ``dest`` (``node != dest``)."""
         if node == dest:
             raise ValueError("a node has no route to itself")
         self._check_rank(node)
@@ -275,7 +278,7 @@ class LabPlan:
         return [self._routes[(node, d)] for d in range(self.size) if d != node]
 
     def hop_path(self, src: int, dst: int) -> list[int]:
-        """The nodes a packet from ``src`` to ``dst`` visits following the routes.
+        """Return the nodes a packet from ``src`` to ``dst`` visits following the routes.
 
         Starts with ``src`` and ends with ``dst``; ``len(path) - 1`` is the hop count.
         Raises ``RuntimeError`` on a routing loop.
@@ -317,7 +320,7 @@ class LabPlan:
         ]
 
     def setup_phases(self, *, batched: bool = True) -> list[list[Command]]:
-        """The build, as phases run in order; commands inside one phase are independent.
+        """Return the build as phases run in order; commands inside one phase are independent.
 
         ``batched=True`` (the default) uses one ``ip -batch``/``tc -batch`` process per
         namespace; ``batched=False`` spells out one command per action (readable, slow).
@@ -326,44 +329,45 @@ class LabPlan:
         if batched:
             phase_ns = [Command(("ip", "-batch", "-"), "".join(f"netns add {n}\n" for n in nss), "namespaces")]
             phase_links = (
-                [Command(("ip", "-batch", "-"), "".join(l.add_line(self) + "\n" for l in self.links), "links")]
+                [Command(("ip", "-batch", "-"), "".join(ln.add_line(self) + "\n" for ln in self.links), "links")]
                 if self.links
                 else []
             )
             phase_nodes: list[Command] = []
             for r, ns in enumerate(nss):
-                phase_nodes.append(
-                    Command(("ip", "netns", "exec", ns, "sysctl", "-q", "-w", *self.sysctl_settings(r)), None, f"sysctl {ns}")
-                )
-                phase_nodes.append(
-                    Command(("ip", "-n", ns, "-batch", "-"), "".join(l + "\n" for l in self.node_ip_lines(r)), f"ip {ns}")
-                )
+                sysctl = ("ip", "netns", "exec", ns, "sysctl", "-q", "-w", *self.sysctl_settings(r))
+                phase_nodes.append(Command(sysctl, None, f"sysctl {ns}"))
+                ip_lines = "".join(ln + "\n" for ln in self.node_ip_lines(r))
+                phase_nodes.append(Command(("ip", "-n", ns, "-batch", "-"), ip_lines, f"ip {ns}"))
                 tc = self.node_tc_lines(r)
                 if tc:
-                    phase_nodes.append(Command(("tc", "-n", ns, "-batch", "-"), "".join(l + "\n" for l in tc), f"tc {ns}"))
+                    tc_lines = "".join(ln + "\n" for ln in tc)
+                    phase_nodes.append(Command(("tc", "-n", ns, "-batch", "-"), tc_lines, f"tc {ns}"))
             return [phase_ns, phase_links, phase_nodes]
         phases: list[list[Command]] = [
             [Command(("ip", "netns", "add", n), None, "namespace") for n in nss],
-            [Command(("ip", *l.add_line(self).split()), None, "link") for l in self.links],
+            [Command(("ip", *ln.add_line(self).split()), None, "link") for ln in self.links],
         ]
         nodes: list[Command] = []
         for r, ns in enumerate(nss):
-            nodes.append(Command(("ip", "netns", "exec", ns, "sysctl", "-q", "-w", *self.sysctl_settings(r)), None, "sysctl"))
-            nodes.extend(Command(("ip", "-n", ns, *l.split()), None, "ip") for l in self.node_ip_lines(r))
-            nodes.extend(Command(("tc", "-n", ns, *l.split()), None, "tc") for l in self.node_tc_lines(r))
+            sysctl = ("ip", "netns", "exec", ns, "sysctl", "-q", "-w", *self.sysctl_settings(r))
+            nodes.append(Command(sysctl, None, "sysctl"))
+            nodes.extend(Command(("ip", "-n", ns, *ln.split()), None, "ip") for ln in self.node_ip_lines(r))
+            nodes.extend(Command(("tc", "-n", ns, *ln.split()), None, "tc") for ln in self.node_tc_lines(r))
         phases.append(nodes)
         return phases
 
     def setup_commands(self, *, batched: bool = True) -> list[Command]:
-        """:meth:`setup_phases` flattened, in a valid order."""
+        """Return :meth:`setup_phases` flattened, in a valid order."""
         return [c for phase in self.setup_phases(batched=batched) for c in phase]
 
     def teardown_commands(self) -> list[Command]:
         """Delete every namespace (which deletes the veths in it). Errors are skipped."""
-        return [Command(("ip", "-force", "-batch", "-"), "".join(f"netns del {n}\n" for n in self.namespaces), "teardown")]
+        lines = "".join(f"netns del {n}\n" for n in self.namespaces)
+        return [Command(("ip", "-force", "-batch", "-"), lines, "teardown")]
 
     def describe(self) -> str:
-        """A short human summary."""
+        """Return a short human summary."""
         return (
             f"torus {self.torus} ({self.size} nodes, {len(self.links)} links), "
             f"{self.rate_mbit:g} Mbit/s per link direction, MTU {self.mtu}, "
@@ -404,7 +408,7 @@ def make_plan(
     mtu: int = DEFAULT_MTU,
     net: int = 100,
 ) -> LabPlan:
-    """The :class:`LabPlan` for ``torus`` (a :class:`Torus`, ``"4x4"`` or a dims tuple).
+    """Return the :class:`LabPlan` for ``torus`` (a :class:`Torus`, ``"4x4"`` or a dims tuple).
 
     Args:
         run_id: 1-8 lowercase hex digits making the namespace names unique.

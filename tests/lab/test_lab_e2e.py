@@ -60,7 +60,7 @@ def test_allreduce_across_a_2x2_lab():
         assert res.ok, res.table()
         proc = lab.run_mpi(["python", "-c", PROGRAM], timeout=40, capture=True, env={"PYTHONPATH": _ROOT})
         assert proc.returncode == 0, proc.stderr[-3000:]
-        line = next(l for l in proc.stdout.splitlines() if l.startswith("LABRESULT "))
+        line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("LABRESULT "))
         every = json.loads(line.split(" ", 1)[1])
         assert [e["rank"] for e in every] == [0, 1, 2, 3]
         assert all(e["ok"] for e in every)

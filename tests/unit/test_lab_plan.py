@@ -23,7 +23,10 @@ def n_links(t: Torus) -> int:
     return total
 
 
-@pytest.mark.parametrize("dims,links", [((4, 4), 32), ((2, 2), 4), ((16,), 16), ((2,), 1), ((1,), 0), ((2, 2, 2), 12), ((3, 5), 30), ((1, 4), 4)])
+@pytest.mark.parametrize(
+    "dims,links",
+    [((4, 4), 32), ((2, 2), 4), ((16,), 16), ((2,), 1), ((1,), 0), ((2, 2, 2), 12), ((3, 5), 30), ((1, 4), 4)],
+)
 def test_link_count(dims, links):
     plan = make_plan(dims)
     assert len(plan.links) == links == n_links(Torus(dims))
@@ -82,7 +85,10 @@ def test_two_labs_never_share_names():
     assert not set(make_plan("12", run_id="1").namespaces) & set(make_plan("12", run_id="11").namespaces)
 
 
-@pytest.mark.parametrize("bad", [dict(run_id="xyz"), dict(run_id=""), dict(prefix="SWL"), dict(prefix="s1"), dict(rate_mbit=0), dict(mtu=10)])
+@pytest.mark.parametrize(
+    "bad",
+    [dict(run_id="xyz"), dict(run_id=""), dict(prefix="SWL"), dict(prefix="s1"), dict(rate_mbit=0), dict(mtu=10)],
+)
 def test_bad_options(bad):
     with pytest.raises(ValueError):
         make_plan("2x2", **bad)
@@ -186,3 +192,109 @@ def test_cli_plan_needs_no_root(capsys):
     out = capsys.readouterr().out
     assert "netns add swl0n3" in out and "netns del swl0n0" in out
     assert main(["--dims", "0x2", "--plan"]) == 2
+
+
+# -- the pieces around the plan that need no root ---------------------------------------
+
+
+@pytest.mark.parametrize(
+    "env,want",
+    [
+        ({"PMI_RANK": "5"}, "5"),  # MPICH hydra
+        ({"OMPI_COMM_WORLD_RANK": "7", "PMIX_RANK": "7"}, "7"),  # Open MPI
+        ({"PMIX_RANK": "3"}, "3"),  # any PMIx launcher
+        ({"PMI_RANK": "2", "PMIX_RANK": "9"}, "2"),  # PMI_RANK first
+    ],
+)
+def test_wrapper_takes_the_rank_from_any_launcher(tmp_path, env, want):
+    import os
+    import subprocess
+
+    from swing_mpi.lab.lab import wrapper_script
+
+    fake_ip = tmp_path / "ip"
+    fake_ip.write_text('#!/bin/sh\necho "$@"\n')
+    fake_ip.chmod(0o755)
+    script = tmp_path / "lab-exec.sh"
+    script.write_text(wrapper_script(make_plan("4x4", run_id="ab"), ip=str(fake_ip)))
+    script.chmod(0o755)
+    clean = {k: v for k, v in os.environ.items() if k not in ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK")}
+    out = subprocess.run([str(script), "prog", "a b"], env={**clean, **env}, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["netns", "exec", f"swlabn{want}", "prog", "a", "b"]
+    none = subprocess.run([str(script), "prog"], env=clean, capture_output=True, text=True)
+    assert none.returncode == 127 and "PMI_RANK" in none.stderr and not none.stdout
+
+
+@pytest.mark.parametrize("dims", [(4, 4), (3, 4), (2, 2), (8,), (4, 4, 4), (2,)])
+def test_rate_tests_cover_every_port(dims):
+    from swing_mpi.lab.checks import rate_tests
+
+    plan = make_plan(dims)
+    t = plan.torus
+    tests = {name: flows for name, _, flows in rate_tests(plan)}
+    assert tests["one"] == [(0, plan.neighbor(plan.ports(0)[0]))]
+    every = tests["all"]
+    assert len(every) == sum(len(plan.ports(r)) for r in range(t.size)) == len(set(every))
+    assert all(t.distance(a, b) == 1 for a, b in every)
+    assert ("node" in tests) == (len(plan.ports(0)) > 1)
+    if "far" in tests:
+        (src, dst), = tests["far"]
+        assert src == 0 and t.distance(0, dst) == max(t.distance(0, r) for r in range(t.size)) > 1
+
+
+def test_check_result_judges_small_tests_by_their_slowest_flow():
+    from swing_mpi.lab.checks import CheckResult, RateResult
+
+    few = RateResult("node", "", [(0, 1), (0, 2)], [5.0, 2.0], 5.0)
+    many = RateResult("all", "", [(i, i + 1) for i in range(16)], [2.0] + [5.0] * 15, 5.0)
+    assert not CheckResult(12, rates=[few]).ok  # slowest 2.0 < 0.5 * 5
+    assert CheckResult(12, rates=[many]).ok  # mean 4.8 is fine
+    assert not CheckResult(12, route_errors=["x"]).ok
+    assert "FAILED" in CheckResult(12, route_errors=["x"]).table()
+
+
+def test_find_mpiexec_prefers_the_interpreters_own(tmp_path, monkeypatch):
+    import sys
+
+    from swing_mpi.lab import MpiexecNotFoundError, find_mpiexec
+
+    exe = tmp_path / "python"
+    mine = tmp_path / "mpiexec"
+    mine.write_text("#!/bin/sh\n")
+    mine.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(exe))
+    assert find_mpiexec() == str(mine)
+    mine.unlink()
+    monkeypatch.setenv("PATH", str(tmp_path / "nothing"))
+    with pytest.raises(MpiexecNotFoundError, match="mpiexec not found"):
+        find_mpiexec()
+    with pytest.raises(FileNotFoundError):
+        find_mpiexec()
+
+
+def test_kill_group_ends_children(tmp_path):
+    import subprocess
+    import time
+
+    from swing_mpi.lab import kill_group
+
+    pidfile = tmp_path / "child"
+    proc = subprocess.Popen(["sh", "-c", f"sleep 60 & echo $! > {pidfile}; wait"], start_new_session=True)
+    for _ in range(100):
+        if pidfile.exists() and pidfile.read_text().strip():
+            break
+        time.sleep(0.05)
+    child = int(pidfile.read_text())
+    kill_group(proc)
+    assert proc.poll() is not None
+    for _ in range(100):
+        try:
+            with open(f"/proc/{child}/stat") as f:
+                if f.read().split(")")[-1].split()[0] == "Z":
+                    break
+        except FileNotFoundError:
+            break
+        time.sleep(0.05)
+    else:
+        raise AssertionError("the grandchild outlived kill_group")

@@ -1,0 +1,383 @@
+r"""Build, check, use and tear down an emulated torus made of network namespaces.
+
+:class:`Lab` executes a :class:`~swing_mpi.lab.plan.LabPlan`::
+
+    with Lab("4x4", rate_mbit=40) as lab:      # builds; always tears down on exit
+        lab.check()                             # routes and link rates, printed as a table
+        lab.run_mpi(["python", "bench.py"], timeout=120)   # every rank in its own node
+
+Needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN), ``ip`` and ``tc`` from iproute2, and
+the ``veth`` and ``sch_tbf`` kernel modules; :func:`~swing_mpi.lab.system.lab_available`
+says whether they are there and :class:`~swing_mpi.lab.system.LabUnavailableError` is raised
+when they are not.
+
+Every rank is started by ``mpiexec`` through a small wrapper script that reads the
+rank from the launcher's environment (``PMI_RANK`` under MPICH's hydra,
+``OMPI_COMM_WORLD_RANK`` or ``PMIX_RANK`` under Open MPI) and ``exec``\\ s the program
+inside that node's namespace. :data:`MPI_ENV` makes MPICH send every byte over TCP, so
+through the emulated links, never through shared memory.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..topology import DimsLike, Torus
+from .checks import CheckResult, check_rates, check_routes
+from .plan import (
+    DEFAULT_MTU,
+    DEFAULT_PREFIX,
+    DEFAULT_RATE_MBIT,
+    Command,
+    LabPlan,
+    make_plan,
+    namespace_pattern,
+)
+from .system import (
+    LabError,
+    Log,
+    find_mpiexec,
+    kill_group,
+    list_namespaces,
+    marker_path,
+    quiet,
+    require_lab,
+    run_command,
+    run_parallel,
+)
+
+__all__ = ["Lab", "MPI_ENV", "RANK_VARIABLES", "wrapper_script"]
+
+#: Environment that makes MPICH talk over the network (TCP through libfabric), never
+#: through shared memory, so every byte crosses the emulated links.
+MPI_ENV: dict[str, str] = {
+    "MPIR_CVAR_NOLOCAL": "1",
+    "MPIR_CVAR_CH4_NETMOD": "ofi",
+    "FI_PROVIDER": "tcp",
+}
+
+#: Where launchers put a rank's number, tried in this order by the namespace wrapper:
+#: MPICH's hydra (PMI), Open MPI's mpirun, and any PMIx launcher.
+RANK_VARIABLES: tuple[str, ...] = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK")
+
+
+def wrapper_script(plan: LabPlan, *, ip: str = "ip") -> str:
+    """Return the shell script that runs ``"$@"`` as this rank inside its node's namespace of ``plan``.
+
+    The rank comes from the first of :data:`RANK_VARIABLES` that is set; with none set
+    the script says so and exits 127. The launcher's connection to the rank is an
+    inherited file descriptor (or a socket path), so it crosses the namespace switch.
+    """
+    rank = "".join("${" + v + ":-" for v in RANK_VARIABLES) + "}" * len(RANK_VARIABLES)
+    names = " or ".join(RANK_VARIABLES)
+    head = shlex.quote(f"{plan.prefix}{plan.run_id}n")
+    return (
+        "#!/bin/sh\n"
+        "# swing_mpi lab: run this MPI rank inside the network namespace of its torus node.\n"
+        f'r="{rank}"\n'
+        f'[ -n "$r" ] || {{ echo "lab-exec.sh: no rank in the environment ({names}): '
+        'run me under mpiexec" >&2; exit 127; }\n'
+        f'exec {shlex.quote(ip)} netns exec {head}"$r" "$@"\n'
+    )
+
+
+class Lab:
+    """An emulated torus: one namespace per node, one rate-limited veth pair per link.
+
+    Use it as a context manager: ``__enter__`` builds (after checking that it can),
+    ``__exit__`` always tears down, also on an exception, Ctrl-C, SIGTERM or SIGHUP
+    (those two are turned into ``SystemExit`` while the lab exists, when entered from
+    the main thread). :meth:`build`/:meth:`teardown` do the same by hand.
+    """
+
+    def __init__(
+        self,
+        torus: Torus | DimsLike,
+        *,
+        rate_mbit: float = DEFAULT_RATE_MBIT,
+        mtu: int = DEFAULT_MTU,
+        prefix: str = DEFAULT_PREFIX,
+        run_id: str | None = None,
+        log: Log | None = None,
+    ) -> None:
+        """Plan a lab of ``torus`` (a :class:`Torus`, ``"4x4"`` or a dims tuple); nothing is built yet."""
+        self.torus = torus if isinstance(torus, Torus) else Torus.from_spec(torus)
+        self._prefix = prefix
+        self._rate_mbit = rate_mbit
+        self._mtu = mtu
+        self._run_id = run_id
+        self._user_log: Log = log or quiet
+        self.plan: LabPlan = make_plan(self.torus, run_id=run_id or "0", prefix=prefix, rate_mbit=rate_mbit, mtu=mtu)
+        self.built = False
+        self.build_seconds: float | None = None
+        self.teardown_seconds: float | None = None
+        self._tmpdir: Path | None = None
+        self._old_handlers: dict[int, Any] = {}
+
+    def log(self, msg: str) -> None:
+        """Send a progress message to the ``log`` callable; never raise (teardown must go on)."""
+        try:
+            self._user_log(msg)
+        except Exception:
+            pass
+
+    # -- names --------------------------------------------------------------
+    @property
+    def namespaces(self) -> tuple[str, ...]:
+        """The namespaces of all nodes, in rank order."""
+        return self.plan.namespaces
+
+    def namespace(self, rank: int) -> str:
+        """Return the namespace of node ``rank``."""
+        return self.plan.namespace(rank)
+
+    def address(self, rank: int) -> str:
+        """Return the address of node ``rank``."""
+        return self.plan.address(rank)
+
+    # -- lifecycle ------------------------------------------------------------
+    def __enter__(self) -> Lab:
+        """Build the lab (tearing down whatever was built if that fails)."""
+        self._install_signal_handlers()
+        try:
+            self.build()
+        except BaseException:
+            self._restore_signal_handlers()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """Tear the lab down, whatever happened inside the ``with``."""
+        try:
+            self.teardown()
+        finally:
+            self._restore_signal_handlers()
+
+    def _pick_run_id(self) -> str:
+        taken = {m["run"] for m in map(namespace_pattern(self._prefix).fullmatch, list_namespaces()) if m}
+        if self._run_id is not None:
+            if self._run_id in taken:
+                raise LabError(f"namespaces of lab run {self._prefix}{self._run_id} already exist")
+            return self._run_id
+        while True:
+            rid = secrets.token_hex(2)
+            if rid not in taken:
+                return rid
+
+    def build(self) -> None:
+        """Create the namespaces, links, addresses, token buckets and routes.
+
+        On failure everything built so far is torn down again before raising.
+        """
+        if self.built:
+            raise LabError("lab already built")
+        require_lab()
+        t0 = time.perf_counter()
+        rid = self._pick_run_id()
+        self.plan = make_plan(self.torus, run_id=rid, prefix=self._prefix, rate_mbit=self._rate_mbit, mtu=self._mtu)
+        self.built = True  # from here on, teardown has something to do
+        try:
+            marker_path(self._prefix, rid).write_text(f"{os.getpid()}\n")
+            self.log(f"lab: building {self.plan.describe()}")
+            for phase in self.plan.setup_phases():
+                run_parallel(phase)
+            self._tmpdir = Path(tempfile.mkdtemp(prefix=f"swing-mpi-lab-{rid}-"))
+            self._write_wrapper()
+        except BaseException:
+            self.teardown()
+            raise
+        self.build_seconds = time.perf_counter() - t0
+        self.log(f"lab: built in {self.build_seconds:.2f} s")
+
+    def teardown(self) -> None:
+        """Delete the lab's namespaces (and so its veths), its wrapper and marker. Idempotent."""
+        if not self.built:
+            return
+        blocked = self._block_signals()
+        try:
+            t0 = time.perf_counter()
+            self.log(f"lab: tearing down {len(self.namespaces)} namespaces")
+            for c in self.plan.teardown_commands():
+                run_command(c, check=False)
+            left = [n for n in list_namespaces() if n in set(self.namespaces)]
+            if left:  # one more try, one by one
+                for n in left:
+                    run_command(Command(("ip", "netns", "del", n)), check=False)
+            if self._tmpdir is not None:
+                shutil.rmtree(self._tmpdir, ignore_errors=True)
+                self._tmpdir = None
+            try:
+                marker_path(self.plan.prefix, self.plan.run_id).unlink()
+            except OSError:
+                pass
+            self.built = False
+            self.teardown_seconds = time.perf_counter() - t0
+            left = [n for n in list_namespaces() if n in set(self.namespaces)]
+            if left:
+                raise LabError(f"could not delete namespaces {left}")
+        finally:
+            self._unblock_signals(blocked)
+
+    # -- signals ------------------------------------------------------------
+    def _install_signal_handlers(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+
+        def _raise(signum: int, frame: object) -> None:
+            raise SystemExit(128 + signum)
+
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            try:
+                self._old_handlers[sig] = signal.signal(sig, _raise)
+            except (ValueError, OSError):
+                pass
+
+    def _restore_signal_handlers(self) -> None:
+        for sig, h in self._old_handlers.items():
+            try:
+                signal.signal(sig, h)
+            except (ValueError, OSError):
+                pass
+        self._old_handlers.clear()
+
+    @staticmethod
+    def _block_signals() -> set[int | signal.Signals] | None:
+        if threading.current_thread() is not threading.main_thread():
+            return None
+        return signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
+
+    @staticmethod
+    def _unblock_signals(old: set[int | signal.Signals] | None) -> None:
+        if old is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+    # -- running MPI --------------------------------------------------------
+    def _require_built(self) -> None:
+        if not self.built:
+            raise LabError("the lab is not built (use `with Lab(...) as lab:`)")
+
+    @property
+    def wrapper(self) -> Path:
+        """The script that runs ``"$@"`` in the namespace of the node of this rank (see :data:`RANK_VARIABLES`)."""
+        self._require_built()
+        assert self._tmpdir is not None
+        return self._tmpdir / "lab-exec.sh"
+
+    def _write_wrapper(self) -> None:
+        assert self._tmpdir is not None
+        path = self._tmpdir / "lab-exec.sh"
+        path.write_text(wrapper_script(self.plan, ip=shutil.which("ip") or "ip"))
+        path.chmod(0o755)
+
+    def exec_argv(self, rank: int, cmd: Sequence[str]) -> list[str]:
+        """Return ``cmd`` run inside node ``rank``'s namespace."""
+        return ["ip", "netns", "exec", self.namespace(rank), *cmd]
+
+    def mpi_env(self, env: Mapping[str, str] | None = None) -> dict[str, str]:
+        """Return the environment every rank gets: :data:`MPI_ENV`, then ``env`` on top."""
+        out = dict(MPI_ENV)
+        out.update(env or {})
+        return out
+
+    def mpiexec_argv(
+        self,
+        nprocs: int | None,
+        cmd: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        timeout: float = 300,
+        mpiexec: str | None = None,
+    ) -> list[str]:
+        """Return the command line running ``cmd`` as ``nprocs`` ranks, rank ``r`` in node ``r``.
+
+        ``env`` is passed to every rank (``-genv``) on top of :data:`MPI_ENV`.
+        ``timeout`` becomes ``MPIEXEC_TIMEOUT`` (hydra kills the job after it), set
+        through ``env`` at the front of the line. ``nprocs=None`` means the torus size.
+        A leading ``python``/``python3`` in ``cmd`` is replaced by ``sys.executable``.
+        """
+        self._require_built()
+        n = self.torus.size if nprocs is None else int(nprocs)
+        if not 1 <= n <= self.torus.size:
+            raise ValueError(f"nprocs must be within 1..{self.torus.size}, got {nprocs}")
+        if not cmd:
+            raise ValueError("no command to run")
+        cmd = list(cmd)
+        if cmd[0] in ("python", "python3"):
+            cmd[0] = sys.executable
+        argv = ["env", f"MPIEXEC_TIMEOUT={max(1, int(round(timeout)))}", mpiexec or find_mpiexec(), "-n", str(n)]
+        for k, v in self.mpi_env(env).items():
+            argv += ["-genv", k, str(v)]
+        return argv + [str(self.wrapper), *cmd]
+
+    def run_mpi(
+        self,
+        cmd: Sequence[str],
+        *,
+        nprocs: int | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout: float = 300,
+        capture: bool = False,
+        check: bool = False,
+    ) -> subprocess.CompletedProcess:
+        """Run ``cmd`` under :meth:`mpiexec_argv` and wait (at most ``timeout`` + 30 s).
+
+        On a timeout or interruption the whole mpiexec process group is killed.
+        ``capture=True`` collects stdout/stderr as text.
+        """
+        argv = self.mpiexec_argv(nprocs, cmd, env=env, timeout=timeout)
+        shown = shlex.join(cmd)
+        shown = shown if len(shown) <= 120 else shown[:117] + "..."
+        self.log(f"lab: running {shown} on {nprocs or self.torus.size} ranks (MPIEXEC_TIMEOUT {timeout:g} s)")
+        kw: dict[str, Any] = {"text": True}
+        if capture:
+            kw.update(stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        proc = subprocess.Popen(argv, start_new_session=True, **kw)
+        try:
+            out, err = proc.communicate(timeout=timeout + 30)
+        except BaseException:
+            kill_group(proc)
+            raise
+        res = subprocess.CompletedProcess(argv, proc.returncode, out, err)
+        if check and res.returncode != 0:
+            raise LabError(f"mpiexec exited {res.returncode}: {' '.join(cmd)}\n{(err or '')[-4000:]}")
+        return res
+
+    # -- checks -------------------------------------------------------------
+    def check(
+        self,
+        *,
+        seconds: float = 1.5,
+        rates: bool = True,
+        print_table: bool = True,
+        min_fraction: float = 0.5,
+    ) -> CheckResult:
+        """Verify the lab before measuring on it (see :mod:`swing_mpi.lab.checks`).
+
+        Routes: every node's kernel is asked (``ip route get``) for every destination;
+        the answers must match the plan, and the walk from every node to every other
+        must take exactly ``Torus.distance`` hops. Rates: TCP blasts (plain Python
+        sockets, ``seconds`` each) measure MB/s per flow for ``one`` port alone, for all
+        ports of ``node`` 0 at once, for a ``far`` multi-hop pair, and for ``all``
+        ports of all nodes at once in both directions (the load of a neighbour
+        exchange). Prints :meth:`CheckResult.table` unless ``print_table=False``.
+        """
+        self._require_built()
+        res = check_routes(self.plan)
+        res.min_fraction = min_fraction
+        if rates and self.plan.links:
+            res.rates = check_rates(self.plan, seconds, log=self.log)
+        if print_table:
+            print(res.table(), flush=True)
+        return res
