@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Sweep driver (NOT run under mpiexec): our algorithms and MPICH's, one result set.
+r"""Sweep driver (NOT run under mpiexec): our algorithms and MPICH's, one result set.
 
 MPICH reads ``MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM`` once, at ``MPI_Init``, so
 each forced MPICH algorithm needs its own launch. This script runs
@@ -48,7 +48,6 @@ from swing_mpi.bench import (
     add_vs_native,
     format_table,
     parse_algorithms,
-    parse_sizes,
     plot_results,
     read_results,
     write_csv,
@@ -56,6 +55,7 @@ from swing_mpi.bench import (
 )
 from swing_mpi.lab import find_mpiexec, kill_group
 from swing_mpi.topology import parse_dims
+from swing_mpi.units import format_size, parse_sizes, short_size
 
 MPICH_VAR = "MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM"
 MPICH_ALGORITHMS = ("recursive_doubling", "reduce_scatter_allgather", "ring", "recexch",
@@ -67,13 +67,16 @@ def _say(msg: str) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="benchmarks/sweep.py", description=__doc__.splitlines()[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__[__doc__.index("MPICH reads"):])
+    doc = __doc__ or ""
+    ap = argparse.ArgumentParser(prog="benchmarks/sweep.py", description=doc.splitlines()[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog=doc[doc.index("MPICH reads"):])
     ap.add_argument("--np", "-n", type=int, default=None, help="ranks (default: the product of --dims, else 4)")
     ap.add_argument("--dims", default=None, help="torus dims, e.g. 4x4 (the lab's shape too; default: a ring of --np)")
     ap.add_argument("--sizes", default="1K:1M", help="bench --sizes (default 1K:1M)")
     ap.add_argument("--algorithms", default=None,
-                    help="our algorithms for run 1 (bench --algorithms; default: every registered one); native is always added")
+                    help="our algorithms for run 1 (bench --algorithms; default: every registered one); "
+                    "native is always added")
     ap.add_argument("--mpich-algorithms", default="default",
                     help="comma list of MPICH algorithms for extra native runs (default: only 'default', "
                     f"i.e. run 1's native); known: default, {', '.join(MPICH_ALGORITHMS)}")
@@ -87,14 +90,17 @@ def build_parser() -> argparse.ArgumentParser:
     place = ap.add_mutually_exclusive_group()
     place.add_argument("--inplace", action="store_true")
     place.add_argument("--both", action="store_true")
-    ap.add_argument("--timeout", type=float, default=1800, help="MPIEXEC_TIMEOUT of each launch in seconds (default 1800)")
+    ap.add_argument("--timeout", type=float, default=1800,
+                    help="MPIEXEC_TIMEOUT of each launch in seconds (default 1800)")
     ap.add_argument("--lab", action="store_true", help="run inside an emulated torus of --dims (needs root)")
-    ap.add_argument("--rate-mbit", type=float, default=None, help="lab link rate per direction, Mbit/s (default: the lab's, 40)")
+    ap.add_argument("--rate-mbit", type=float, default=None,
+                    help="lab link rate per direction, Mbit/s (default: the lab's, 40)")
     ap.add_argument("--mtu", type=int, default=None, help="lab MTU (default: the lab's, 65000)")
     ap.add_argument("--lab-check", action="store_true", help="check the lab's routes and rates before the runs")
     ap.add_argument("--model-link-mbps", type=float, default=None, metavar="R",
                     help="model lines at R Mbit/s per link (default with --lab: --rate-mbit)")
-    ap.add_argument("--model-alpha-us", type=float, default=None, metavar="A", help="model latency per step, us (default 0)")
+    ap.add_argument("--model-alpha-us", type=float, default=None, metavar="A",
+                    help="model latency per step, us (default 0)")
     ap.add_argument("--bw-unit", choices=("GB", "MB"), default=None, help="table unit (default MB with --lab, else GB)")
     ap.add_argument("--python", default=sys.executable, help="interpreter of the ranks (default: this one)")
     ap.add_argument("--dry-run", action="store_true", help="write commands.txt and print the commands, run nothing")
@@ -118,7 +124,7 @@ class Launch:
 
 
 def plan_launches(args: argparse.Namespace, out: str) -> tuple[list[Launch], int, tuple[int, ...] | None]:
-    """The launches of a sweep (pure: no MPI, no processes)."""
+    """Return the launches of a sweep (pure: no MPI, no processes)."""
     dims = parse_dims(args.dims) if args.dims else None
     np_ = args.np if args.np else (math.prod(dims) if dims else 4)
     if dims is not None and math.prod(dims) != np_:
@@ -161,7 +167,7 @@ def plan_launches(args: argparse.Namespace, out: str) -> tuple[list[Launch], int
 
 
 def bench_command(python: str, bench_argv: Sequence[str]) -> list[str]:
-    """The rank program: ``python -m mpi4py -m swing_mpi bench ...`` (an exception aborts all ranks)."""
+    """Return the rank program: ``python -m mpi4py -m swing_mpi bench ...`` (an exception aborts all ranks)."""
     return [python, "-m", "mpi4py", "-m", "swing_mpi", "bench", *bench_argv]
 
 
@@ -195,6 +201,53 @@ def _run_tee(argv: Sequence[str], env: dict[str, str], log_path: str, timeout: f
         except BaseException:
             kill_group(proc)
             raise
+
+
+def _seconds(t: float) -> str:
+    return f"{t:.3f} s" if t >= 1 else f"{t * 1e3:.1f} ms"
+
+
+def summary(rows: Sequence[dict[str, object]]) -> str:
+    """Return a short digest: speed-up over ``native`` per algorithm and size, and the headline at the largest size.
+
+    Speed-up = native's median / the algorithm's median (out-of-place rows when there
+    are any). ``mpich-*`` rows are MPICH's forced algorithms; ``best MPICH`` is the
+    fastest of native and those at each size.
+    """
+    place = "out" if any(r["place"] == "out" for r in rows) else rows[0]["place"]
+    med: dict[tuple[str, int], float] = {}
+    names: list[str] = []
+    for r in rows:
+        if r["place"] != place or r.get("time_median_us") in (None, ""):
+            continue
+        name = str(r.get("label") or r["algorithm"])
+        med[(name, int(str(r["size"])))] = float(str(r["time_median_us"])) * 1e-6
+        if name not in names:
+            names.append(name)
+    sizes = sorted({size for _, size in med if ("native", size) in med})
+    if not sizes:
+        return "# summary: no native rows to compare with"
+    mpich = [n for n in names if n.startswith("mpich-")]
+    ours = [n for n in names if n != "native" and n not in mpich]
+    width = max(len(n) for n in [*names, "best MPICH (forced)", "native median"]) + 1
+    lines = [f"# speed-up over MPI_Allreduce (MPICH's default = native): native median / median ({place}-of-place)",
+             f"{'algorithm':<{width}}" + "".join(f"{short_size(z):>9}" for z in sizes),
+             f"{'native median':<{width}}" + "".join(f"{_seconds(med[('native', z)]):>9}" for z in sizes)]
+    for n in ours + mpich:
+        cells = [f"{med[('native', z)] / med[(n, z)]:.2f}x" if (n, z) in med else "-" for z in sizes]
+        lines.append(f"{n:<{width}}" + "".join(f"{c:>9}" for c in cells))
+    if mpich:
+        cells = []
+        for z in sizes:
+            best = min((med[(n, z)], n) for n in ["native", *mpich] if (n, z) in med)
+            cells.append(f"{best[1].removeprefix('mpich-')[:8]}")
+        lines.append(f"{'best MPICH (forced)':<{width}}" + "".join(f"{c:>9}" for c in cells))
+    top = sizes[-1]
+    here = sorted((med[(n, top)], n) for n in names if (n, top) in med)
+    native = med[("native", top)]
+    lines.append(f"# at {format_size(top)}: " + ", ".join(
+        f"{n} {_seconds(t)}" + ("" if n == "native" else f" ({native / t:.1f}x)") for t, n in here))
+    return "\n".join(lines)
 
 
 def merge(launches: Sequence[Launch]) -> tuple[dict[str, object], list[dict[str, object]]]:
@@ -246,7 +299,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         lines.append("# shared memory, plain mpiexec:")
         for L in launches:
             env = {"MPIEXEC_TIMEOUT": str(int(args.timeout)), **L.env}
-            lines.append(f"{shown_env(env)} " + shlex.join(shm_argv(mpiexec, np_, bench_command(args.python, L.bench_argv))))
+            argv_ = shm_argv(mpiexec, np_, bench_command(args.python, L.bench_argv))
+            lines.append(f"{shown_env(env)} " + shlex.join(argv_))
     with open(os.path.join(out, "commands.txt"), "w") as f:
         f.write("\n".join(lines) + "\n")
     if args.dry_run:
@@ -308,7 +362,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     table = format_table(rows, unit)
     with open(os.path.join(out, "table.txt"), "w") as f:
         f.write(f"# {sweep_cmd}\n# vs_native: median / run 1's native median at the same size\n{table}\n")
-    print("\n# merged (vs_native against run 1's native)\n" + table)
+    if len(launches) > 1:  # one launch has printed this table already
+        print("\n# merged (vs_native against run 1's native)\n" + table)
+    digest = summary(rows)
+    with open(os.path.join(out, "summary.txt"), "w") as f:
+        f.write(f"# {sweep_cmd}\n{digest}\n")
+    print("\n" + digest, flush=True)
     first = next(iter(envs.values()), {})
     where = f"lab {lab_dims} at {rate:g} Mbit/s" if args.lab else "shared memory"
     title = (f"allreduce {args.dtype} {args.op}, p={np_}, dims {first.get('dims', args.dims)}, {where}"
@@ -318,7 +377,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ImportError as e:
         _say(f"no plot: {e}")
     wrong = sum(max(0, int(r.get("wrong") or 0)) for r in rows)
-    _say(f"wrote {out}/results.csv, results.json, table.txt, goodput.png, commands.txt "
+    _say(f"wrote {out}/results.csv, results.json, table.txt, summary.txt, goodput.png, commands.txt "
          f"({len(rows)} rows, #wrong {wrong}, {time.perf_counter() - t0:.1f} s)")
     bad = {k: v for k, v in codes.items() if v}
     if bad:
