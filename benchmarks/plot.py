@@ -19,12 +19,14 @@ try:
 except ImportError:
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from swing_mpi.bench import add_model_times, native_medians, plot_results, read_results, set_vs_native
+from swing_mpi.bench import add_model_times, native_medians, plot_results, plot_title, read_results, set_vs_native
 
 
 def load(paths, title=None):
-    """The rows of all files, with ``vs_native`` against the first file that measured
-    ``native`` at each (size, place), and a title (``title``, else the first file's).
+    """Return the rows of all files and a title (``title``, else the first file's).
+
+    ``vs_native`` is set against the first file that measured ``native`` at
+    each (size, place).
     """
     rows = []
     medians = {}
@@ -35,8 +37,7 @@ def load(paths, title=None):
         if "runs" in env:  # a merged sweep: the first launch's environment
             env = next(iter(env["runs"].values()), {})
         if title is None and env:
-            title = (f"allreduce {env.get('dtype', '')} {env.get('op', '')}, p={env.get('p')}, "
-                     f"dims {env.get('dims')} — {env.get('mpi_library', '')}")
+            title = plot_title(env)
         rows.extend(rs)
     set_vs_native(rows, medians)
     return rows, title

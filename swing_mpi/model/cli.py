@@ -15,9 +15,11 @@ import json
 import math
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from ..schedule import ALGORITHMS
 from ..topology import parse_dims
+from ..units import format_size, parse_size
 from .cost import (
     CONGESTION,
     DEFAULT_ALPHA,
@@ -25,8 +27,6 @@ from .cost import (
     analyze,
     crossovers,
     default_sizes,
-    format_size,
-    parse_size,
     rectangular_penalty,
 )
 from .routing import SYMMETRIES
@@ -123,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
         print("swing-mpi model: no algorithm could be modelled", file=sys.stderr)
         return 1
     sizes = default_sizes()
-    cross = crossovers(results, sizes=sizes, **kw)
+    cross: dict[str, Any] = crossovers(results, sizes=sizes, **kw)
     p = math.prod(dims)
     D = results[0].D
 
@@ -170,7 +170,7 @@ def run(args: argparse.Namespace) -> int:
         if cross["swing_bw"] and not cross["passes_swing_bw"]:
             print("bucket / ring: not registered, no crossover to report")
     if args.eq3:
-        rows = rectangular_penalty()
+        rows: list[dict[str, Any]] = rectangular_penalty()
         if args.json:
             for row in rows:
                 print(json.dumps({"eq3": row}))
@@ -211,6 +211,7 @@ def _time_text(t: float) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``swing-mpi model`` with ``argv`` (``python -m swing_mpi.model.cli``)."""
     parser = argparse.ArgumentParser(prog="swing-mpi model", description=__doc__.split("\n")[0])
     add_arguments(parser)
     try:

@@ -11,13 +11,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ..units import format_size
 from .cost import (
     DEFAULT_ALPHA,
     DEFAULT_LINK_BYTES_PER_S,
     ModelResult,
     analyze,
     default_sizes,
-    format_size,
 )
 
 __all__ = ["plot_goodput", "plot_figure1", "require_matplotlib"]
@@ -83,7 +83,8 @@ def plot_figure1(path: str, *, ring: int = 16, steps: int = 3,
         ax1.bar(xs, [s.link_messages for s in st], width, label=alg)
         total = sum(s.link for s in st)
         ax2.bar(xs, [s.link for s in st], width, label=f"{alg}: Σ = {total:g} nβ")
-        top = [max(top[0], max((s.link_messages for s in st), default=0)), max(top[1], max((s.link for s in st), default=0))]
+        top = [max(top[0], max((s.link_messages for s in st), default=0)),
+               max(top[1], max((s.link for s in st), default=0))]
     ax1.set_ylim(0, top[0] * 1.35 or 1)
     ax2.set_ylim(0, top[1] * 1.35 or 1)
     for ax in (ax1, ax2):

@@ -57,31 +57,160 @@ def test_bench_table_and_files(mpi_tmp_path, capsys):
     assert {int(r["size"]) for r in crow} == {8, 1024, 2 << 20}
 
 
+def _broken(real, target, corrupt):
+    """Wrap ``collective_call`` so that ``target`` runs and then ``corrupt(comm, recv)`` spoils it."""
+    def call(comm_, mpi_op, alg, dims, pt, send, recv):
+        inner = real(comm_, mpi_op, alg, dims, pt, send, recv)
+        if alg != target:
+            return inner
+
+        def run():
+            inner()
+            corrupt(comm_, recv)
+        return run
+    return call
+
+
+def _config(*argv):
+    from swing_mpi import bench
+
+    return bench.Config(bench.build_parser().parse_args(list(argv)))
+
+
 @pytest.mark.mpi(min_size=2)
 def test_bench_counts_wrong_results(monkeypatch):
     """A broken algorithm is caught: #wrong counts the bad elements over all ranks."""
     from mpi4py import MPI
 
     from swing_mpi import bench
+    from swing_mpi.bench import measure
 
-    comm = MPI.COMM_WORLD
-    real = bench._call
+    def two_on_rank_1(comm_, recv):
+        if comm_.Get_rank() == 1:
+            recv[:2] += 1
 
-    def broken(comm_, mpi_op, alg, dims, pt, send, recv):
-        call = real(comm_, mpi_op, alg, dims, pt, send, recv)
-        if alg == "native":
-            return call
-
-        def run():
-            call()
-            if comm_.Get_rank() == 1:
-                recv[:2] += 1  # two wrong elements on rank 1
-        return run
-
-    monkeypatch.setattr(bench, "_call", broken)
-    cfg = bench.Config(bench.build_parser().parse_args(
-        ["--sizes", "64", "--algorithms", "native,swing-lat", "--iters", "3", "--warmup", "0", "--blocked"]))
-    env, rows = bench.run_bench(comm, cfg)
+    monkeypatch.setattr(measure, "collective_call", _broken(measure.collective_call, "swing-lat", two_on_rank_1))
+    cfg = _config("--sizes", "64", "--algorithms", "native,swing-lat", "--iters", "3", "--warmup", "0", "--blocked")
+    env, rows = bench.run_bench(MPI.COMM_WORLD, cfg)
     wrong = {r["algorithm"]: r["wrong"] for r in rows}
     # two elements on rank 1, each both off the reference and unlike rank 0's: counted once
     assert wrong == {"native": 0, "swing-lat": 2}
+
+
+# -- reduce-scatter and all-gather -----------------------------------------------------------------
+
+COLLECTIVES = ("reduce_scatter_block", "allgather")
+
+
+@pytest.mark.mpi(min_size=1)
+@pytest.mark.parametrize("collective", COLLECTIVES)
+@pytest.mark.parametrize("dtype", ["int32", "float64"])
+def test_bench_collective_native(collective, dtype, mpi_tmp_path, capsys):
+    """``--collective`` measures MPI's own reduce-scatter / all-gather: sizes, counts, busbw, #wrong."""
+    from mpi4py import MPI
+
+    from swing_mpi import bench
+
+    comm = MPI.COMM_WORLD
+    p = comm.Get_size()
+    isz = 4 if dtype == "int32" else 8
+    out = mpi_tmp_path / f"{collective}-{dtype}.json"
+    # 8 B is less than one element per rank for p > 2: it becomes one element per rank
+    rc = bench.main(["--collective", collective, "--sizes", "8,1K,24K", "--algorithms", "native", "--dtype", dtype,
+                     "--iters", "3", "--warmup", "1", "--both", "--json", str(out), "--quiet"])
+    captured = capsys.readouterr().out
+    assert rc == 0
+    comm.Barrier()
+    if comm.Get_rank() != 0:
+        assert captured == ""
+        return
+    assert f"swing-mpi bench: {collective}, p={p}" in captured
+    assert "busbw = algbw*(p-1)/p" in captured
+    with open(out) as f:
+        data = json.load(f)
+    assert data["env"]["collective"] == collective
+    rows = data["rows"]
+    sizes = sorted({r["size"] for r in rows})
+    expected = sorted({max(1, n // (isz * p)) * isz * p for n in (8, 1024, 24 << 10)})
+    assert sizes == expected and data["env"]["sizes"] == expected
+    assert len(rows) == 2 * len(sizes) == len(_data_lines(captured))
+    for r in rows:
+        assert r["collective"] == collective and r["wrong"] == 0 and r["vs_native"] == 1.0
+        assert r["count"] * p * isz == r["size"]  # count: elements per rank (nccl-tests)
+        assert r["redop"] == ("sum" if collective == "reduce_scatter_block" else "none")
+        assert r["busbw_Bps"] == pytest.approx(r["algbw_Bps"] * (p - 1) / p)
+
+
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("collective", COLLECTIVES)
+@pytest.mark.parametrize("place", ["out", "in"])
+def test_bench_collective_counts_wrong(collective, place, monkeypatch):
+    """A spoiled reduce-scatter / all-gather result is counted, in and out of place."""
+    from mpi4py import MPI
+
+    from swing_mpi import bench
+    from swing_mpi.bench import measure
+
+    comm = MPI.COMM_WORLD
+    p = comm.Get_size()
+
+    def spoil(comm_, recv):
+        if comm_.Get_rank() == 1:
+            recv[:3] += 1  # the reduce-scatter's result is the first block (in place too)
+
+    monkeypatch.setattr(measure, "collective_call", _broken(measure.collective_call, "native", spoil))
+    argv = ["--collective", collective, "--sizes", str(8 * 4 * p), "--algorithms", "native", "--iters", "2",
+            "--warmup", "0", "--dtype", "int64"] + (["--inplace"] if place == "in" else [])
+    _, rows = bench.run_bench(comm, _config(*argv))
+    assert [r["wrong"] for r in rows] == [3]
+
+
+@pytest.mark.mpi(min_size=2)
+def test_bench_allgather_in_place_checks_every_block(monkeypatch):
+    """An in-place all-gather that never writes the other ranks' blocks is caught (they start poisoned)."""
+    from mpi4py import MPI
+
+    from swing_mpi import bench
+    from swing_mpi.bench import measure
+
+    comm = MPI.COMM_WORLD
+    p = comm.Get_size()
+    real = measure.collective_call
+
+    def lazy(comm_, mpi_op, alg, dims, pt, send, recv):
+        real(comm_, mpi_op, alg, dims, pt, send, recv)  # built, never run
+        return lambda: None
+
+    monkeypatch.setattr(measure, "collective_call", lazy)
+    block = 5
+    cfg = _config("--collective", "allgather", "--sizes", str(8 * block * p), "--algorithms", "native",
+                  "--iters", "1", "--warmup", "0", "--inplace")
+    _, rows = bench.run_bench(comm, cfg)
+    assert rows[0]["count"] == block
+    # every rank: the p-1 blocks of the others are off the reference; ranks other than 0 also hold
+    # their own block unlike rank 0's (still poisoned there): (p-1) + (p-1)·p blocks in all
+    assert rows[0]["wrong"] == (p - 1) * (p + 1) * block
+
+
+@pytest.mark.mpi(min_size=1)
+@pytest.mark.parametrize("collective", COLLECTIVES)
+def test_bench_collective_ours(collective, capsys):
+    """Our reduce-scatter / all-gather against MPI's: every algorithm the registry marks, #wrong = 0."""
+    from mpi4py import MPI
+
+    import swing_mpi
+    from swing_mpi import bench
+
+    comm = MPI.COMM_WORLD
+    algorithms = bench.registered_algorithms(collective)
+    assert algorithms, f"the registry marks no algorithm for {collective}"
+    argv = ["--collective", collective, "--sizes", "8,4K,40K", "--iters", "2", "--warmup", "1", "--both",
+            "--dtype", "float64", "--algorithms", ",".join(("native", "auto") + algorithms), "--quiet"]
+    if getattr(swing_mpi, collective, None) is None:
+        assert bench.main(argv) == 2  # a clear error, not a crash or a hang
+        assert f"swing_mpi.{collective} does not exist" in capsys.readouterr().err or comm.Get_rank() != 0
+        pytest.skip(f"swing_mpi.{collective} does not exist yet: only native is measured")
+    env, rows = bench.run_bench(comm, _config(*argv))
+    assert {r["algorithm"] for r in rows} == {"native", "auto", *algorithms}
+    bad = {(r["algorithm"], r["size"], r["place"]): r["wrong"] for r in rows if r["wrong"] != 0}
+    assert not bad

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -20,13 +21,14 @@ from swing_mpi.bench import (
     iterations_for,
     model_algorithm,
     parse_algorithms,
-    parse_size,
-    parse_sizes,
+    point_sizes,
     read_results,
     write_csv,
     write_json,
 )
+from swing_mpi.bench.results import COLLECTIVES, collective_of
 from swing_mpi.schedule import ALGORITHMS
+from swing_mpi.units import format_size, parse_size, parse_sizes, short_size
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -70,10 +72,12 @@ def test_parse_sizes_rejects(bad):
 
 
 def test_format_size():
-    assert bench.format_size(8) == "8 B"
-    assert bench.format_size(65536) == "64 KiB"
-    assert bench.format_size(16 << 20) == "16 MiB"
-    assert bench.format_size(1536) == "1.5 KiB"
+    assert format_size(8) == "8 B"
+    assert format_size(65536) == "64 KiB"
+    assert format_size(16 << 20) == "16 MiB"
+    assert format_size(1536) == "1.5 KiB"
+    for n in (8, 1536, 65536, 16 << 20, 256 << 20, 3 << 30):
+        assert parse_size(short_size(n)) == n  # the compact form reads back
 
 
 # -- algorithms -------------------------------------------------------------------------------
@@ -167,7 +171,8 @@ def _row(alg, size=1024, median=100.0, label=None, place="out", wrong=0, resolve
 
 
 def _rows():
-    rows = [_row("native", median=100.0), _row("swing-bw", median=50.0), _row("auto", median=80.0, resolved="swing-lat"),
+    rows = [_row("native", median=100.0), _row("swing-bw", median=50.0),
+            _row("auto", median=80.0, resolved="swing-lat"),
             _row("native", size=2048, median=200.0), _row("swing-bw", size=2048, median=300.0)]
     add_vs_native(rows)
     return rows
@@ -234,16 +239,20 @@ def test_csv_json_roundtrip(tmp_path):
     assert "times_us" not in header
 
 
+_ENV = {"p": 4, "dims": "2x2", "dims_source": "--dims", "dtype": "float64", "op": "sum",
+        "mpi_library": "MPICH Version: 5.0.2", "native_desc": "comm.Allreduce, MPICH's default selection",
+        "iters": 20, "max_bytes": 256 << 20, "max_time": 5.0, "warmup": 3, "check": True,
+        "algorithms": ["native", "swing-bw"], "host": "h", "date": "d", "python": "3", "numpy": "2",
+        "mpi4py": "4", "swing_mpi": "0.1", "command": "python -m mpi4py -m swing_mpi bench"}
+
+
 def test_env_header_lines():
-    env = {"p": 4, "dims": "2x2", "dims_source": "--dims", "dtype": "float64", "op": "sum",
-           "mpi_library": "MPICH Version: 5.0.2", "native_desc": "comm.Allreduce, MPICH's default selection",
-           "iters": 20, "max_bytes": 256 << 20, "max_time": 5.0, "warmup": 3, "check": True,
-           "algorithms": ["native", "swing-bw"], "host": "h", "date": "d", "python": "3", "numpy": "2",
-           "mpi4py": "4", "swing_mpi": "0.1", "command": "python -m mpi4py -m swing_mpi bench"}
-    text = "\n".join(bench.env_header_lines(env))
+    text = "\n".join(bench.env_header_lines(_ENV))  # a file from before --collective: allreduce
     assert all(ln.startswith("# ") for ln in text.splitlines())
-    for s in ("p=4", "dims=2x2", "MPICH Version: 5.0.2", "default selection", "command: python -m mpi4py"):
+    for s in ("swing-mpi bench: allreduce, p=4", "dims=2x2", "MPICH Version: 5.0.2", "default selection",
+              "busbw = algbw*2(p-1)/p", "against comm.Allreduce and rank 0", "command: python -m mpi4py"):
         assert s in text
+    assert "elements per rank" not in text
 
 
 def test_model_algorithm():
@@ -293,6 +302,138 @@ def test_plot_script_merges_files_with_natives_per_size(tmp_path):
     assert ratio[(2048, "swing-bw")] == 0.5
     assert ratio[(4096, "swing-bw")] == 0.5  # only a forced MPICH run measured 4 KiB
     assert "p=4" in title
+
+
+# -- the package: modules, public names ---------------------------------------------------------
+
+BENCH = ROOT / "swing_mpi" / "bench"
+MODULES = ("__init__", "cli", "measure", "results", "plot")
+
+
+def test_package_modules_are_small_and_declare_their_names():
+    import ast
+    import importlib
+
+    for name in MODULES:
+        path = BENCH / f"{name}.py"
+        assert len(path.read_text().splitlines()) < 600, path
+        mod = importlib.import_module("swing_mpi.bench" + ("" if name == "__init__" else f".{name}"))
+        assert isinstance(mod.__all__, list) and mod.__all__, name
+        for public in mod.__all__:
+            assert hasattr(mod, public), f"{name}.__all__ names a missing {public}"
+        # no private name crosses a module boundary
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                assert not [a.name for a in node.names if a.name.startswith("_") and a.name != "__version__"], \
+                    f"{name} imports a private name from {node.module}"
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+                assert not (node.attr.startswith("_") and not node.attr.startswith("__")
+                            and node.value.id in ("api", "measure", "results", "cli", "plot")), node.attr
+
+
+def test_package_re_exports_what_callers_use():
+    for name in ("add_arguments", "run", "build_parser", "main", "Config", "run_bench", "plot_results",
+                 "read_results", "write_csv", "write_json", "add_vs_native", "native_medians", "set_vs_native",
+                 "add_model_times", "format_table", "parse_algorithms", "FIELDS", "COLLECTIVES"):
+        assert name in bench.__all__ and hasattr(bench, name)
+    assert bench.run is bench.cli.run and bench.plot_results is bench.plot.plot_results
+    # sizes have one home: the bench no longer re-exports them
+    assert not hasattr(bench, "parse_size") and not hasattr(bench, "format_size")
+
+
+def _run_python(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+
+def test_importing_the_bench_imports_no_mpi():
+    code = ("import sys, swing_mpi.bench, swing_mpi.bench.plot; "
+            "assert 'mpi4py.MPI' not in sys.modules, 'mpi4py.MPI imported'; print('ok')")
+    r = _run_python("-c", code)
+    assert r.returncode == 0 and "ok" in r.stdout, r.stderr
+
+
+@pytest.mark.parametrize("entry", [("-m", "swing_mpi", "bench"), ("-m", "swing_mpi.bench"),
+                                   ("benchmarks/allreduce.py",)])
+def test_entry_points_take_the_same_options(entry):
+    r = _run_python(*entry, "--help")
+    assert r.returncode == 0, r.stderr
+    for opt in ("--collective", "--sizes", "--algorithms", "--dims", "--both", "--blocked", "--csv", "--json",
+                "--plot", "--model-link-mbps", "--label", "--quick"):
+        assert opt in r.stdout, (entry, opt)
+    # a bad option value is a clear error before any MPI work
+    r = _run_python(*entry, "--collective", "allgather", "--op", "max")
+    assert r.returncode == 2 and "allgather takes no reduction op" in r.stderr
+
+
+# -- --collective --------------------------------------------------------------------------------
+
+def test_collectives_and_their_busbw():
+    assert list(COLLECTIVES) == ["allreduce", "reduce_scatter_block", "allgather"]
+    assert COLLECTIVES["allreduce"].bus_factor(4) == 1.5  # nccl-tests: 2(n-1)/n
+    assert COLLECTIVES["reduce_scatter_block"].bus_factor(4) == 0.75  # (n-1)/n
+    assert COLLECTIVES["allgather"].bus_factor(4) == 0.75
+    assert COLLECTIVES["allgather"].bus_factor(1) == 0.0
+    assert not COLLECTIVES["allgather"].reduces and COLLECTIVES["reduce_scatter_block"].reduces
+
+
+def test_collective_option():
+    c = Config(_parse())
+    assert c.collective == "allreduce" and c.op == "sum"
+    rs = Config(_parse("--collective", "reduce_scatter_block", "--op", "max", "--dtype", "int32"))
+    assert rs.collective == "reduce_scatter_block" and rs.op == "max"
+    ag = Config(_parse("--collective", "allgather", "--dtype", "uint8"))
+    assert ag.op == "none"
+    with pytest.raises(ValueError, match="allgather takes no reduction op"):
+        Config(_parse("--collective", "allgather", "--op", "sum"))
+    with pytest.raises(SystemExit):
+        _parse("--collective", "reduce_scatter")  # only the block form
+    with pytest.raises(ValueError):
+        Config(_parse("--collective", "reduce_scatter_block", "--op", "band"))  # bitwise op on float64
+
+
+def test_algorithms_per_collective_come_from_the_registry():
+    for coll in COLLECTIVES:
+        family = COLLECTIVES[coll].registry
+        marked = [name for name, info in ALGORITHMS.items() if family in info.collectives]
+        assert list(bench.registered_algorithms(coll)) == marked
+        assert parse_algorithms(None, collective=coll) == ["native"] + marked
+        assert parse_algorithms("native,auto", collective=coll) == ["native", "auto"]
+    assert bench.registered_algorithms("allreduce") == tuple(ALGORITHMS)
+    only_allreduce = [name for name, info in ALGORITHMS.items() if "allgather" not in info.collectives]
+    for name in only_allreduce:
+        with pytest.raises(ValueError, match="unknown algorithm for allgather"):
+            parse_algorithms(name, collective="allgather")
+    assert parse_algorithms("x", known=("x",), collective="allgather") == ["x"]
+
+
+def test_point_sizes():
+    # allreduce: whole elements, at least one
+    assert point_sizes([1, 8, 12, 1024], 8) == [8, 1024]
+    # reduce-scatter / all-gather: whole elements per rank, at least one per rank
+    assert point_sizes([8, 1024, 1000], 8, 4, "allgather") == [32, 992, 1024]
+    assert point_sizes([8, 16], 4, 3, "reduce_scatter_block") == [12]
+    assert point_sizes([1 << 20], 8, 6, "reduce_scatter_block") == [(1 << 20) // 48 * 48]
+
+
+def test_header_and_rows_of_other_collectives():
+    env = dict(_ENV, collective="reduce_scatter_block")
+    text = "\n".join(bench.env_header_lines(env))
+    assert "swing-mpi bench: reduce_scatter_block, p=4" in text
+    assert "busbw = algbw*(p-1)/p" in text and "count = elements per rank" in text
+    assert "against comm.Reduce_scatter_block," in text and "rank 0" not in text
+    text = "\n".join(bench.env_header_lines(dict(_ENV, collective="allgather")))
+    assert "against comm.Allgather and rank 0" in text and "the all-gather output" in text
+    row = dict(_row("swing-bw"), collective="allgather")
+    assert model_algorithm(row, tuple(ALGORITHMS)) is None  # the model is the allreduce's
+    assert collective_of(row) == "allgather" and collective_of(_row("native")) == "allreduce"
+
+
+def test_old_files_read_as_allreduce(tmp_path):
+    rows = _rows()
+    path = str(tmp_path / "old.csv")
+    write_csv(rows, path, fields=[f for f in bench.FIELDS if f != "collective"])
+    _, back = read_results(path)
+    assert "collective" not in back[0] and {collective_of(r) for r in back} == {"allreduce"}
 
 
 # -- the sweep driver (planning only) ----------------------------------------------------------------

@@ -1,0 +1,97 @@
+r"""``swing-mpi bench``: our collectives against the MPI library's own, side by side.
+
+Run under mpiexec, one process per rank::
+
+    mpiexec -n 4 python -m mpi4py -m swing_mpi bench --quick
+    mpiexec -n 16 python -m mpi4py -m swing_mpi bench --dims 4x4 --sizes 8:16M \
+        --csv out.csv --json out.json --plot out.png
+    mpiexec -n 4 python -m mpi4py -m swing_mpi bench --collective reduce_scatter_block --quick
+
+``--collective`` is ``allreduce`` (default), ``reduce_scatter_block`` or
+``allgather``. The size of a point is always the full vector: the
+allreduce's vector, the reduce-scatter's input, the all-gather's output
+(rounded down to a whole element per rank for the last two; their ``count``
+column is the elements per rank, as in nccl-tests).
+
+Measurement (OSU / nccl-tests style). Sizes are the outer loop. For each
+size, every algorithm gets one checked call and ``--warmup`` calls, then the
+timed calls run round robin (iteration ``i`` of every algorithm, then
+``i+1``; ``--blocked`` for one algorithm after the other), so machine noise
+hits all algorithms of a size alike. Each algorithm has its own send and
+receive arrays up to 1 MiB, as each call site of an application has. Each
+timed call is bracketed by ``comm.Barrier()``; an iteration's time is the
+maximum over ranks (the local times are reduced with MAX after the loop).
+``iters`` shrinks for large or slow points (at most ``--max-bytes`` moved and
+about ``--max-time`` seconds per point, estimated from the warmup; never below
+3 unless ``--iters`` is lower). Reported: avg/min/max/median time,
+``algbw = size/t`` on the median and ``busbw`` by nccl-tests' convention
+(allreduce ``algbw·2(p−1)/p``, reduce-scatter and all-gather
+``algbw·(p−1)/p``), the ratio of the median to ``native``'s at the same
+size, and ``#wrong``.
+
+Validation: inputs differ per rank (seeded random numbers); the checked call
+is compared with MPI's own collective (``comm.Allreduce``,
+``comm.Reduce_scatter_block``, ``comm.Allgather``) on the same input: exact
+for integers, exact ops and the all-gather, a relative tolerance of
+``8·p·eps`` for floating-point SUM/PROD on positive data. Where every rank
+holds the same result (allreduce, all-gather) it is also compared with rank
+0's bit for bit. ``#wrong`` is the number of wrong elements summed over ranks
+(a modified send buffer counts too).
+
+``native`` is MPI's own collective (mpi4py → ``MPI_Allreduce`` …). MPICH
+chooses its algorithm at ``MPI_Init`` from ``MPIR_CVAR_<COLL>_INTRA_ALGORITHM``,
+so one launch measures one MPICH algorithm: ``benchmarks/sweep.py`` launches
+one run per forced algorithm and merges them (``--label mpich-ring`` names
+the native rows of such a run).
+
+Modules: :mod:`~swing_mpi.bench.cli` (options, run), :mod:`~swing_mpi.bench.measure`
+(points, buffers, timing, validation), :mod:`~swing_mpi.bench.results` (table,
+files, derived columns), :mod:`~swing_mpi.bench.plot` (matplotlib). MPI is
+imported only while measuring: parsing, formatting and plotting work without it.
+"""
+
+from __future__ import annotations
+
+from .cli import (
+    DEFAULT_ITERS,
+    DEFAULT_SIZES,
+    DEFAULT_WARMUP,
+    DTYPES,
+    OPS,
+    QUICK_SIZES,
+    Config,
+    add_arguments,
+    build_parser,
+    main,
+    parse_algorithms,
+    registered_algorithms,
+    run,
+)
+from .measure import iterations_for, point_sizes, run_bench
+from .plot import plot_results, plot_title
+from .results import (
+    COLLECTIVES,
+    FIELDS,
+    add_model_times,
+    add_vs_native,
+    env_header_lines,
+    format_header,
+    format_row,
+    format_table,
+    model_algorithm,
+    native_medians,
+    read_results,
+    set_vs_native,
+    write_csv,
+    write_json,
+)
+
+__all__ = [
+    "add_arguments", "build_parser", "run", "main", "Config", "run_bench",
+    "parse_algorithms", "registered_algorithms", "iterations_for", "point_sizes",
+    "QUICK_SIZES", "DEFAULT_SIZES", "DEFAULT_ITERS", "DEFAULT_WARMUP", "DTYPES", "OPS", "COLLECTIVES", "FIELDS",
+    "format_header", "format_row", "format_table", "env_header_lines",
+    "write_csv", "write_json", "read_results",
+    "add_vs_native", "native_medians", "set_vs_native", "model_algorithm", "add_model_times",
+    "plot_results", "plot_title",
+]

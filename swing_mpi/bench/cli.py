@@ -1,0 +1,271 @@
+"""``swing-mpi bench``: our collectives against the MPI library's own, side by side.
+
+The options (:func:`add_arguments`), their defaults (:class:`Config`) and the
+run that prints the table and writes the files (:func:`run`). MPI is imported
+only inside :func:`run`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from ..schedule import AUTO, NATIVE
+from ..units import format_size, parse_size, parse_sizes, short_size
+from .measure import DEFAULT_MAX_BYTES, collective_function, point_sizes, resolve_dims, run_bench
+from .plot import plot_results, plot_title
+from .results import (
+    ALLREDUCE,
+    COLLECTIVES,
+    MIN_ITERS,
+    add_model_times,
+    env_header_lines,
+    format_header,
+    format_row,
+    write_csv,
+    write_json,
+)
+
+__all__ = [
+    "QUICK_SIZES", "DEFAULT_SIZES", "DEFAULT_ITERS", "DEFAULT_WARMUP", "DEFAULT_MAX_TIME", "DTYPES", "OPS",
+    "registered_algorithms", "parse_algorithms", "add_arguments", "build_parser", "Config", "run", "main",
+]
+
+QUICK_SIZES = "8,1K,32K,1M"
+"""``--quick``: a few sizes up to 1 MiB."""
+
+DEFAULT_SIZES = "8:1M"
+DEFAULT_ITERS = 20
+DEFAULT_WARMUP = 3
+DEFAULT_MAX_TIME = 5.0
+
+DTYPES = ("float64", "float32", "int64", "int32", "uint8", "complex128")
+OPS = ("sum", "prod", "max", "min", "band", "bor", "bxor")
+_ITEMSIZE = {"float64": 8, "float32": 4, "int64": 8, "int32": 4, "uint8": 1, "complex128": 16}
+
+DESCRIPTION = "swing-mpi bench: our collectives against the MPI library's own, side by side (run under mpiexec)"
+
+
+def registered_algorithms(collective: str = ALLREDUCE) -> tuple[str, ...]:
+    """Return our algorithms for ``collective``, as the registry marks them (read at run time, no MPI)."""
+    from ..schedule import ALGORITHMS
+
+    family = COLLECTIVES[collective].registry
+    return tuple(name for name, info in ALGORITHMS.items() if family in info.collectives)
+
+
+def parse_algorithms(spec: str | None, known: Sequence[str] | None = None, *,
+                     collective: str = ALLREDUCE) -> list[str]:
+    """Turn ``"native,swing-bw,auto"`` into a list; ``None``/``"all"``: ``native`` + every registered one.
+
+    ``all`` may appear inside a list (``auto,all``). ``known``: the algorithms
+    to accept (default: the registry's for ``collective``). Unknown names raise
+    ``ValueError``.
+    """
+    known = tuple(registered_algorithms(collective) if known is None else known)
+    every = [NATIVE] + [a for a in known if a not in (NATIVE, AUTO)]
+    if spec is None or not str(spec).strip():
+        return every
+    out: list[str] = []
+    for name in str(spec).split(","):
+        name = name.strip()
+        if not name:
+            continue
+        for n in every if name == "all" else [name]:
+            if n not in (NATIVE, AUTO) and n not in known:
+                what = "algorithm" if collective == ALLREDUCE else f"algorithm for {collective}"
+                raise ValueError(f"unknown {what} {n!r}; known: {', '.join((AUTO, NATIVE) + known)}, all")
+            if n not in out:
+                out.append(n)
+    if not out:
+        raise ValueError(f"no algorithms in {spec!r}")
+    return out
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the options of ``swing-mpi bench`` (and ``benchmarks/allreduce.py``)."""
+    g = parser.add_argument_group("what to measure")
+    g.add_argument("--collective", default=ALLREDUCE, choices=tuple(COLLECTIVES),
+                   help="the collective (default allreduce); the size is always the full vector: the "
+                   "reduce-scatter's input, the all-gather's output")
+    g.add_argument("--sizes", "-m", default=None, metavar="MIN:MAX",
+                   help="message sizes in bytes: MIN:MAX (powers of two between), MIN:MAX:FACTOR, "
+                   f"or a comma list; K/M/G suffixes are binary (default {DEFAULT_SIZES})")
+    g.add_argument("--algorithms", "-a", default=None, metavar="LIST",
+                   help="comma list of algorithms: native, auto, registered names, or all "
+                   "(default: native and every registered algorithm for the collective)")
+    g.add_argument("--dims", default=None, help="torus dims passed to our collectives, e.g. 4x4 "
+                   "(default: $SWING_MPI_DIMS or a ring of all ranks)")
+    g.add_argument("--dtype", "-d", default="float64", choices=DTYPES)
+    g.add_argument("--op", "-o", default=None, choices=OPS,
+                   help="reduction op (default sum; allgather takes none)")
+    g.add_argument("--warmup", "-x", type=int, default=None, help=f"untimed calls per point (default {DEFAULT_WARMUP})")
+    g.add_argument("--iters", "-i", type=int, default=None, help=f"timed calls per point (default {DEFAULT_ITERS})")
+    g.add_argument("--max-bytes", default=None, metavar="SIZE",
+                   help=f"fewer iterations for large sizes: at most SIZE bytes per point "
+                   f"(default {short_size(DEFAULT_MAX_BYTES)}; 0: no cap); at least {MIN_ITERS} iterations")
+    g.add_argument("--max-time", type=float, default=None, metavar="SECONDS",
+                   help=f"fewer iterations for slow points: about SECONDS per point, estimated from the "
+                   f"warmup (default {DEFAULT_MAX_TIME:g}; 0: no cap); at least {MIN_ITERS} iterations")
+    place = g.add_mutually_exclusive_group()
+    place.add_argument("--inplace", action="store_true", help="in-place only (MPI.IN_PLACE)")
+    place.add_argument("--both", action="store_true", help="out-of-place and in-place")
+    g.add_argument("--blocked", action="store_true",
+                   help="time all iterations of one algorithm before the next (OSU style) instead of "
+                   "round robin over the algorithms of a size")
+    g.add_argument("--no-check", action="store_true", help="skip validation (#wrong is then -1)")
+    g.add_argument("--seed", type=int, default=12345, help="seed of the rank-dependent inputs")
+    g.add_argument("--quick", action="store_true",
+                   help=f"a short sweep: sizes {QUICK_SIZES}, 10 iterations, 2 warmup, every algorithm")
+    o = parser.add_argument_group("output")
+    o.add_argument("--label", default=None,
+                   help="name of the native rows, e.g. mpich-ring for a run with "
+                   "MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM=ring (default: native)")
+    o.add_argument("--csv", metavar="FILE", help="write every row as CSV")
+    o.add_argument("--json", metavar="FILE", help="write the environment and every row (with all times) as JSON")
+    o.add_argument("--plot", metavar="FILE.png", help="goodput vs size and time ratio vs native (needs matplotlib)")
+    o.add_argument("--bw-unit", choices=("GB", "MB"), default="GB",
+                   help="bandwidth unit of the table (default GB: 1e9 B/s)")
+    o.add_argument("--model-link-mbps", type=float, default=None, metavar="R",
+                   help="draw the cost model dashed (swing_mpi.model): link rate R Mbit/s per direction")
+    o.add_argument("--model-alpha-us", type=float, default=None, metavar="A",
+                   help="model latency per step in microseconds (default 0 with --model-link-mbps)")
+    o.add_argument("--model-congestion", choices=("routed", "distance"), default="routed", help=argparse.SUPPRESS)
+    o.add_argument("--quiet", "-q", action="store_true", help="no progress lines on stderr")
+
+
+def build_parser(prog: str = "swing-mpi bench") -> argparse.ArgumentParser:
+    """Return the parser of ``swing-mpi bench`` named ``prog``."""
+    p = argparse.ArgumentParser(prog=prog, description=DESCRIPTION)
+    add_arguments(p)
+    return p
+
+
+class Config:
+    """The parsed options with defaults (``--quick``) applied; pure data."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        """Read ``args`` (from :func:`build_parser`); raise ``ValueError`` for options that do not fit."""
+        quick = bool(getattr(args, "quick", False))
+        self.collective: str = getattr(args, "collective", None) or ALLREDUCE
+        if self.collective not in COLLECTIVES:
+            raise ValueError(f"unknown collective {self.collective!r}; known: {', '.join(COLLECTIVES)}")
+        self.dtype: str = args.dtype
+        # what is really sent: whole elements, at least one (8 B of float64 for --sizes 1:8); the
+        # reduce-scatter and all-gather round again to whole blocks per rank when p is known
+        self.sizes = point_sizes(parse_sizes(args.sizes if args.sizes else (QUICK_SIZES if quick else DEFAULT_SIZES)),
+                                 _ITEMSIZE[self.dtype])
+        self.algorithms = parse_algorithms(args.algorithms, collective=self.collective)
+        self.dims: str | None = args.dims
+        if COLLECTIVES[self.collective].reduces:
+            self.op: str = args.op or "sum"
+        elif args.op:
+            raise ValueError(f"--op: {self.collective} takes no reduction op")
+        else:
+            self.op = "none"
+        self.warmup: int = args.warmup if args.warmup is not None else (2 if quick else DEFAULT_WARMUP)
+        self.iters: int = args.iters if args.iters is not None else (10 if quick else DEFAULT_ITERS)
+        if self.iters < 1 or self.warmup < 0:
+            raise ValueError("--iters must be >= 1 and --warmup >= 0")
+        self.max_bytes = parse_size(args.max_bytes) if args.max_bytes is not None else DEFAULT_MAX_BYTES
+        self.max_time: float = args.max_time if args.max_time is not None else DEFAULT_MAX_TIME
+        self.places = ["out", "in"] if args.both else (["in"] if args.inplace else ["out"])
+        self.check = not args.no_check
+        self.interleave = not getattr(args, "blocked", False)
+        self.seed: int = args.seed
+        self.label: str | None = args.label
+        self.csv: str | None = args.csv
+        self.json: str | None = args.json
+        self.plot: str | None = args.plot
+        self.bw_unit: str = args.bw_unit
+        self.model_rate: float | None = args.model_link_mbps
+        self.model_alpha: float | None = args.model_alpha_us
+        self.model_congestion: str = getattr(args, "model_congestion", "routed")
+        self.quiet: bool = args.quiet
+        if self.dtype == "complex128" and self.op in ("max", "min"):
+            raise ValueError("max/min are not defined for complex numbers")
+        if self.op in ("band", "bor", "bxor") and not self.dtype.startswith(("int", "uint")):
+            raise ValueError(f"--op {self.op} needs an integer --dtype")
+
+    def model_params(self) -> dict[str, Any] | None:
+        """Return the model's keyword arguments (link rate in B/s, α in s, congestion), or ``None``."""
+        if self.model_rate is None:
+            return None
+        return {"link_bytes_per_s": self.model_rate * 1e6 / 8,
+                "alpha": (self.model_alpha or 0.0) / 1e6, "congestion": self.model_congestion}
+
+
+def _say(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Measure, print the table on rank 0 and write the files (``swing-mpi bench``)."""
+    try:
+        cfg = Config(args)
+    except ValueError as e:
+        _say(f"swing-mpi bench: {e}")
+        return 2
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD
+    rank = comm.Get_rank()
+    try:
+        resolve_dims(comm, cfg.dims)
+        if any(a != NATIVE for a in cfg.algorithms):
+            collective_function(cfg.collective)
+    except ValueError as e:
+        if rank == 0:
+            _say(f"swing-mpi bench: {e}")
+        return 2
+    t_start = time.perf_counter()
+    all_rows: list[dict[str, Any]] = []
+    warned: list[bool] = []
+    model = cfg.model_params()
+
+    def warn(msg: str) -> None:
+        _say(f"swing-mpi bench: {msg}")
+
+    def start(env: dict[str, Any]) -> None:
+        print("\n".join(env_header_lines(env)), flush=True)
+        print(format_header(cfg.bw_unit), flush=True)
+
+    def log(env: dict[str, Any], size_rows: list[dict[str, Any]], si: int, seconds: float) -> None:
+        if si:
+            print("#")
+        if model:
+            add_model_times(size_rows, warn=None if warned else warn, **model)
+            warned.append(True)
+        all_rows.extend(size_rows)
+        for r in size_rows:
+            print(format_row(r, cfg.bw_unit))
+        sys.stdout.flush()
+        if not cfg.quiet:
+            _say(f"[bench] {format_size(size_rows[0]['size'])} ({si + 1}/{len(env['sizes'])}) done in "
+                 f"{seconds:.1f} s, {time.perf_counter() - t_start:.1f} s in all")
+        # files after every size: a long sweep that dies keeps what it measured
+        if cfg.csv:
+            write_csv(all_rows, cfg.csv)
+        if cfg.json:
+            write_json(cfg.json, env, all_rows)
+
+    env, rows = run_bench(comm, cfg, start=start, log=log)
+    wrong = sum(max(0, int(r["wrong"])) for r in rows)
+    if rank == 0:
+        print(f"# Out of bounds values : {wrong} {'OK' if wrong == 0 else 'FAILED'}")
+        print(f"# {len(rows)} points in {time.perf_counter() - t_start:.1f} s")
+        sys.stdout.flush()
+        if cfg.plot:
+            try:
+                plot_results(all_rows, cfg.plot, title=plot_title(env))
+            except ImportError as e:
+                warn(f"no plot: {e} (pip install matplotlib)")
+    return 0 if wrong == 0 else 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``swing-mpi bench`` with ``argv`` (``python -m swing_mpi.bench``)."""
+    return run(build_parser().parse_args(argv))

@@ -1,0 +1,436 @@
+"""The benchmark's measurement: points, their buffers, the timed calls and the check.
+
+Everything here runs under mpiexec; mpi4py is imported inside the functions,
+so importing this module needs no MPI. How a point is measured and checked is
+described in :mod:`swing_mpi.bench`.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import platform
+import re
+import shlex
+import socket
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..schedule import NATIVE
+from .results import ALLREDUCE, COLLECTIVES, MIN_ITERS, Collective, add_vs_native
+
+if TYPE_CHECKING:
+    from .cli import Config
+
+__all__ = [
+    "DEFAULT_MAX_BYTES", "OWN_BUFFERS_MAX", "iterations_for", "point_sizes", "make_input", "Point",
+    "collective_function", "collective_call", "count_wrong", "Prepared", "prepare_point", "time_point",
+    "resolve_dims", "environment", "run_bench",
+]
+
+DEFAULT_MAX_BYTES = 256 << 20
+"""At most this many bytes moved per point (``--max-bytes``)."""
+
+OWN_BUFFERS_MAX = 1 << 20
+"""Sizes up to this many bytes give every algorithm its own arrays (see :class:`Point`)."""
+
+_MPI_OPS = {"sum": "SUM", "prod": "PROD", "max": "MAX", "min": "MIN", "band": "BAND", "bor": "BOR", "bxor": "BXOR"}
+
+
+def iterations_for(nbytes: int, iters: int, *, max_bytes: int | None = DEFAULT_MAX_BYTES,
+                   min_iters: int = MIN_ITERS, seconds_per_call: float | None = None,
+                   max_time: float | None = None) -> int:
+    """Return the timed iterations for one point: ``iters``, fewer for large or slow points.
+
+    At most ``max_bytes`` moved (``nbytes·iters``) and about ``max_time``
+    seconds (from ``seconds_per_call``), but never fewer than ``min_iters``
+    (or ``iters`` if that is smaller).
+    """
+    n = iters
+    if max_bytes and nbytes > 0:
+        n = min(n, max_bytes // nbytes)
+    if max_time and seconds_per_call and seconds_per_call > 0:
+        n = min(n, int(max_time / seconds_per_call))
+    return max(n, min(min_iters, iters), 1)
+
+
+def point_sizes(sizes: Sequence[int], itemsize: int, p: int = 1, collective: str = ALLREDUCE) -> list[int]:
+    """Return the sizes really measured: whole elements, at least one; sorted, no duplicates.
+
+    The reduce-scatter and the all-gather split the vector into ``p`` equal
+    blocks, so their sizes are also rounded down to a multiple of ``p``
+    elements (at least one element per rank).
+    """
+    unit = itemsize * (1 if collective == ALLREDUCE else max(p, 1))
+    return sorted({max(1, n // unit) * unit for n in sizes})
+
+
+def make_input(dtype: Any, count: int, rank: int, seed: int, op: str) -> np.ndarray:
+    """Return ``count`` seeded random elements that differ per rank (positive floats; small ints for prod)."""
+    rng = np.random.default_rng([seed, rank])
+    dt = np.dtype(dtype)
+    if dt.kind == "f":
+        return rng.uniform(0.5, 1.5, count).astype(dt)
+    if dt.kind == "c":
+        return (rng.uniform(0.5, 1.5, count) + 1j * rng.uniform(0.5, 1.5, count)).astype(dt)
+    if op == "prod":
+        return rng.integers(1, 4, count).astype(dt)
+    hi = 100 if dt.itemsize == 1 else 1 << 20
+    return rng.integers(0, hi, count).astype(dt)
+
+
+class Point:
+    """One (size, place) of a run: the input and the reference, shared by all algorithms.
+
+    ``count`` is the full vector's elements (the allreduce's vector, the
+    reduce-scatter's input, the all-gather's output), ``block`` the elements
+    per rank (``count`` for allreduce). ``input`` is what this rank sends,
+    ``ref`` what it must receive, computed by MPI's own collective.
+
+    Up to :data:`OWN_BUFFERS_MAX` bytes each algorithm gets its own send and
+    receive arrays (:meth:`buffers`), as each call site of an application has:
+    what a library caches per buffer (ours: the checks and choice of a repeated
+    call; MPI's: memory registrations) then sees the same calls as in the
+    application, not algorithms taking turns on one array. Above that the
+    algorithms share one pair (a per-call cost is lost in the data movement
+    there, and ten algorithms' arrays on 16 ranks would not fit in memory).
+    """
+
+    def __init__(self, comm: Any, mpi_op: Any, cfg: Config, nbytes: int, place: str) -> None:
+        """Make the input of ``nbytes`` (rounded to whole blocks) and, if checking, the reference (collective)."""
+        self.collective: Collective = COLLECTIVES[cfg.collective]
+        self.dtype = np.dtype(cfg.dtype)
+        p, self.rank = comm.Get_size(), comm.Get_rank()
+        split = self.collective.name != ALLREDUCE
+        self.block = max(1, nbytes // (self.dtype.itemsize * (p if split else 1)))
+        self.count = self.block * p if split else self.block
+        self.nbytes = self.count * self.dtype.itemsize
+        self.place = place
+        name = self.collective.name
+        self.input = make_input(self.dtype, self.block if name == "allgather" else self.count,
+                                self.rank, cfg.seed, cfg.op)
+        self.ref = np.empty(self.block if name == "reduce_scatter_block" else self.count, self.dtype)
+        self._recv_len = self.block if (name == "reduce_scatter_block" and place == "out") else self.count
+        self._shared: tuple[np.ndarray, np.ndarray] | None = None
+        if cfg.check:
+            if self.collective.reduces:
+                getattr(comm, self.collective.mpi_call)(self.input, self.ref, mpi_op)
+            else:
+                getattr(comm, self.collective.mpi_call)(self.input, self.ref)
+
+    def buffers(self) -> tuple[np.ndarray, np.ndarray]:
+        """Return a (send, recv) pair: send holds the input, recv is uninitialised.
+
+        Fresh arrays up to :data:`OWN_BUFFERS_MAX` bytes, else the point's one shared pair.
+        """
+        if self.nbytes <= OWN_BUFFERS_MAX:
+            return self.input.copy(), np.empty(self._recv_len, self.dtype)
+        if self._shared is None:
+            self._shared = (self.input.copy(), np.empty(self._recv_len, self.dtype))
+        return self._shared
+
+    def load(self, recv: np.ndarray) -> None:
+        """Put the input where an in-place call reads it (the all-gather: this rank's block only)."""
+        if self.place != "in":
+            return
+        if self.collective.name == "allgather":
+            recv[self.rank * self.block:(self.rank + 1) * self.block] = self.input
+        else:
+            recv[...] = self.input
+
+    def result(self, recv: np.ndarray) -> np.ndarray:
+        """Return the part of ``recv`` that holds this rank's result."""
+        if self.collective.name == "reduce_scatter_block":
+            return recv[:self.block]
+        return recv
+
+
+def collective_function(collective: str) -> Callable[..., Any]:
+    """Return ``swing_mpi``'s function for ``collective``, or raise ``ValueError`` if this version lacks it."""
+    import swing_mpi
+
+    fn = getattr(swing_mpi, collective, None)
+    if fn is None:
+        raise ValueError(f"swing_mpi.{collective} does not exist in this version: "
+                         f"only --algorithms {NATIVE} can measure {collective}")
+    return fn
+
+
+def collective_call(comm: Any, mpi_op: Any, alg: str, dims: Any, pt: Point, send: np.ndarray,
+                    recv: np.ndarray) -> Callable[[], Any]:
+    """Return a zero-argument callable doing one collective of ``pt`` with ``alg`` on these arrays."""
+    from mpi4py import MPI
+
+    sendbuf: Any = MPI.IN_PLACE if pt.place == "in" else send
+    reduces = pt.collective.reduces
+    if alg == NATIVE:
+        method = getattr(comm, pt.collective.mpi_call)
+        if reduces:
+            return lambda: method(sendbuf, recv, mpi_op)
+        return lambda: method(sendbuf, recv)
+    fn = collective_function(pt.collective.name)
+    if reduces:
+        return lambda: fn(comm, sendbuf, recv, mpi_op, algorithm=alg, dims=dims)
+    return lambda: fn(comm, sendbuf, recv, algorithm=alg, dims=dims)
+
+
+def count_wrong(comm: Any, pt: Point, send: np.ndarray, recv: np.ndarray, exact: bool) -> int:
+    """Count this rank's wrong elements: vs the reference, vs rank 0's bits, a modified send buffer.
+
+    Collective. The comparison with rank 0 applies where every rank holds the
+    same result (allreduce, all-gather), not to the reduce-scatter's blocks.
+    """
+    res = pt.result(recv)
+    if exact or pt.dtype.kind not in "fc":
+        bad = res != pt.ref
+    else:
+        rtol = 8 * max(comm.Get_size(), 2) * np.finfo(pt.dtype).eps
+        bad = ~np.isclose(res, pt.ref, rtol=rtol, atol=0.0)
+    isz = pt.dtype.itemsize
+    if pt.collective.name != "reduce_scatter_block":
+        r0 = res.copy()
+        comm.Bcast(r0, root=0)
+        bad |= np.any(res.view(np.uint8).reshape(-1, isz) != r0.view(np.uint8).reshape(-1, isz), axis=1)
+    n = int(np.count_nonzero(bad))
+    if pt.place == "out":
+        n += int(np.count_nonzero(send.view(np.uint8).reshape(-1, isz)
+                                  != pt.input.view(np.uint8).reshape(-1, isz)))
+    return n
+
+
+def _poison(a: np.ndarray) -> None:
+    if a.dtype.kind in "fc":
+        a.fill(np.nan)
+    else:
+        a.view(np.uint8).fill(0xA5)
+
+
+class Prepared:
+    """An algorithm on a point after its checked call and warmup: what to time, how often."""
+
+    __slots__ = ("alg", "call", "recv", "wrong", "iters", "times")
+
+    def __init__(self, alg: str, call: Callable[[], Any], recv: np.ndarray, wrong: int, iters: int) -> None:
+        """Hold what :func:`prepare_point` found; ``times`` fills while timing."""
+        self.alg = alg
+        self.call = call
+        self.recv = recv
+        self.wrong = wrong
+        self.iters = iters
+        self.times: list[float] = []
+
+
+def _timed(comm: Any, pt: Point, call: Callable[[], Any], recv: np.ndarray) -> float:
+    """Time one call between a barrier and the clock (in place: the input loaded into ``recv`` first)."""
+    pt.load(recv)
+    comm.Barrier()
+    t0 = time.perf_counter()
+    call()
+    return time.perf_counter() - t0
+
+
+def prepare_point(comm: Any, mpi_op: Any, cfg: Config, alg: str, dims: Any, pt: Point, *,
+                  exact: bool) -> Prepared:
+    """Run the checked call and the warmup of ``alg`` on ``pt``; fix its iteration count (equal on all ranks)."""
+    from mpi4py import MPI
+
+    send, recv = pt.buffers()
+    call = collective_call(comm, mpi_op, alg, dims, pt, send, recv)
+    wrong = -1
+    _poison(recv)  # a result that is never written is caught
+    t_first = _timed(comm, pt, call, recv)
+    if cfg.check:
+        wrong = comm.allreduce(count_wrong(comm, pt, send, recv, exact), op=MPI.SUM)
+    warm = [_timed(comm, pt, call, recv) for _ in range(cfg.warmup)]
+    est = comm.allreduce(float(np.median(warm)) if warm else t_first, op=MPI.MAX)
+    iters = iterations_for(pt.nbytes, cfg.iters, max_bytes=cfg.max_bytes, seconds_per_call=est,
+                           max_time=cfg.max_time)
+    return Prepared(alg, call, recv, int(wrong), iters)
+
+
+def time_point(comm: Any, pt: Point, preps: Sequence[Prepared], *, interleave: bool = True) -> list[dict[str, Any]]:
+    """Time every prepared algorithm on ``pt``; return one result dict per algorithm, equal on all ranks.
+
+    ``interleave``: iteration ``i`` of every algorithm, then iteration ``i+1``
+    (round robin), so a burst of machine noise lands on all algorithms alike;
+    otherwise all iterations of one algorithm, then the next (OSU style).
+    """
+    from mpi4py import MPI
+
+    if interleave:
+        for i in range(max((q.iters for q in preps), default=0)):
+            for q in preps:
+                if i < q.iters:
+                    q.times.append(_timed(comm, pt, q.call, q.recv))
+    else:
+        for q in preps:
+            q.times = [_timed(comm, pt, q.call, q.recv) for _ in range(q.iters)]
+    flat = np.array([t for q in preps for t in q.times], np.float64)
+    comm.Allreduce(MPI.IN_PLACE, flat, MPI.MAX)  # an iteration takes as long as its slowest rank
+    bus = pt.collective.bus_factor(comm.Get_size())
+    out, k = [], 0
+    for q in preps:
+        times = flat[k:k + q.iters]
+        k += q.iters
+        us = times * 1e6
+        med = float(np.median(times))
+        algbw = pt.nbytes / med if med > 0 else None
+        out.append({
+            "iters": q.iters,
+            "time_avg_us": float(us.mean()), "time_min_us": float(us.min()), "time_max_us": float(us.max()),
+            "time_median_us": med * 1e6,
+            "algbw_Bps": algbw,
+            "busbw_Bps": None if algbw is None else algbw * bus,
+            "wrong": q.wrong,
+            "times_us": [float(x) for x in us],
+        })
+    return out
+
+
+def resolve_dims(comm: Any, spec: str | None) -> tuple[tuple[int, ...], str]:
+    """Return the torus dims the calls use (exactly what ``swing_mpi`` will use) and where they come from."""
+    from ..api import dims_for
+
+    if spec:
+        return dims_for(comm, spec), "--dims"
+    dims = dims_for(comm)
+    src = ("$SWING_MPI_DIMS" if os.environ.get("SWING_MPI_DIMS")
+           else ("ring of all ranks" if len(dims) == 1 else "default"))
+    return tuple(dims), src
+
+
+def _first_line(text: str) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else "unknown"
+    return re.sub(r"\s+", " ", line)
+
+
+def _loadavg() -> list[float] | None:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except (OSError, AttributeError):
+        return None
+
+
+def environment(comm: Any, cfg: Config, dims: tuple[int, ...], dims_source: str,
+                sizes: Sequence[int]) -> dict[str, Any]:
+    """Return what the run measured and where: library, native's algorithm, options, host, command."""
+    import mpi4py
+    from mpi4py import MPI
+
+    from .. import __version__
+
+    coll = COLLECTIVES[cfg.collective]
+    lib = MPI.Get_library_version()
+    forced = os.environ.get(coll.mpich_cvar)
+    ompi = os.environ.get(coll.ompi_var)
+    if "MPICH" in lib:
+        native_desc = (f"MPICH algorithm {forced!r} ({coll.mpich_cvar}={forced})" if forced
+                       else f"MPICH's default selection ({coll.mpich_cvar} unset)")
+        mpich_alg = forced or "default"
+    else:
+        native_desc = (f"Open MPI {coll.ompi_var[len('OMPI_MCA_'):]}={ompi}" if ompi
+                       else "the library's default selection")
+        mpich_alg = ""
+    native_desc = f"comm.{coll.mpi_call}, {native_desc}"
+    if cfg.label:
+        native_desc += f"; rows labelled {cfg.label!r}"
+    relevant = {k: v for k, v in sorted(os.environ.items())
+                if k.startswith(("MPIR_CVAR_", "MPICH_", "FI_", "UCX_", "SWING_MPI_", "OMPI_MCA_", "MPIEXEC_TIMEOUT"))}
+    argv = getattr(sys, "orig_argv", None) or [sys.executable] + sys.argv
+    return {
+        "collective": coll.name,
+        "p": comm.Get_size(),
+        "dims": "x".join(map(str, dims)),
+        "dims_source": dims_source,
+        "dtype": cfg.dtype,
+        "op": cfg.op,
+        "mpi_library": _first_line(lib),
+        "mpi_library_full": lib.strip(),
+        "mpi_vendor": list(MPI.get_vendor()[:1]) + [".".join(map(str, MPI.get_vendor()[1]))],
+        "mpich_algorithm": mpich_alg,
+        "native_desc": native_desc,
+        "label": cfg.label or NATIVE,
+        "iters": cfg.iters,
+        "warmup": cfg.warmup,
+        "max_bytes": cfg.max_bytes,
+        "max_time": cfg.max_time,
+        "places": cfg.places,
+        "check": cfg.check,
+        "interleave": cfg.interleave,
+        "seed": cfg.seed,
+        "sizes": list(sizes),
+        "algorithms": cfg.algorithms,
+        "model": cfg.model_params(),
+        "host": socket.gethostname(),
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "mpi4py": mpi4py.__version__,
+        "swing_mpi": __version__,
+        "cpus": os.cpu_count(),
+        "loadavg": _loadavg(),
+        "command": shlex.join(argv),
+        "environment": relevant,
+    }
+
+
+def _resolved(alg: str, pt: Point, p: int, mpi_op: Any, datatype: Any, dims: tuple[int, ...], tuning: Any) -> str:
+    """Name what ``alg`` runs on ``pt`` (``auto``'s pick where the API can tell it)."""
+    if alg == NATIVE or pt.collective.name != ALLREDUCE:
+        return alg
+    from ..api import resolve
+
+    return resolve(alg, p, pt.nbytes, mpi_op, datatype, dims=dims, count=pt.count, tuning=tuning)
+
+
+def run_bench(comm: Any, cfg: Config, *, start: Callable[[dict[str, Any]], None] | None = None,
+              log: Callable[[dict[str, Any], list[dict[str, Any]], int, float], None] | None = None,
+              ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Run the whole sweep on ``comm``; return ``(env, rows)`` (on every rank).
+
+    On rank 0, ``start(env)`` is called before the first point and
+    ``log(env, rows_of_one_size, size_index, seconds)`` after each size.
+    """
+    from mpi4py import MPI
+
+    from ..api import comm_tuning, is_exact
+
+    dims, dims_source = resolve_dims(comm, cfg.dims)
+    tuning = comm_tuning(comm)  # what auto uses on this communicator (collective on first use)
+    p = comm.Get_size()
+    dtype = np.dtype(cfg.dtype)
+    sizes = point_sizes(cfg.sizes, dtype.itemsize, p, cfg.collective)
+    env = environment(comm, cfg, dims, dims_source, sizes)
+    coll = COLLECTIVES[cfg.collective]
+    mpi_op = getattr(MPI, _MPI_OPS[cfg.op]) if coll.reduces else None
+    datatype = MPI.Datatype.fromcode(dtype.char)
+    exact = mpi_op is None or is_exact(mpi_op, datatype) or dtype.kind in "iub"
+    label = cfg.label or NATIVE
+    rows: list[dict[str, Any]] = []
+    if start is not None and comm.Get_rank() == 0:
+        start(env)
+    for si, nbytes in enumerate(sizes):
+        size_rows = []
+        t_size = time.perf_counter()
+        for place in cfg.places:
+            pt = Point(comm, mpi_op, cfg, nbytes, place)
+            preps = [prepare_point(comm, mpi_op, cfg, alg, dims, pt, exact=exact) for alg in cfg.algorithms]
+            results = time_point(comm, pt, preps, interleave=cfg.interleave)
+            for alg, res in zip(cfg.algorithms, results):
+                size_rows.append({
+                    "size": pt.nbytes, "count": pt.block, "type": cfg.dtype, "redop": cfg.op,
+                    "algorithm": alg, "label": label if alg == NATIVE else alg,
+                    "resolved": _resolved(alg, pt, p, mpi_op, datatype, dims, tuning),
+                    "place": place, "p": p, "dims": env["dims"], "mpich_algorithm": env["mpich_algorithm"],
+                    "warmup": cfg.warmup, **res, "vs_native": None, "model_us": None, "collective": coll.name,
+                })
+            del pt
+        add_vs_native(size_rows)
+        rows.extend(size_rows)
+        if log is not None and comm.Get_rank() == 0:
+            log(env, size_rows, si, time.perf_counter() - t_size)
+    return env, rows
