@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""Allreduce benchmark, run under mpiexec: the same code as ``swing-mpi bench``.
+"""Allreduce benchmark, run under mpiexec: the same code and options as ``swing-mpi bench``.
 
     mpiexec -n 4 python -m mpi4py benchmarks/allreduce.py --quick
     mpiexec -n 16 python -m mpi4py benchmarks/allreduce.py --dims 4x4 --sizes 8:16M --plot out.png
+    mpiexec -n 4 python -m mpi4py benchmarks/allreduce.py --collective allgather --quick
 
 See ``benchmarks/README.md`` and ``python benchmarks/allreduce.py --help``.
 """
