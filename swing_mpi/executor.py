@@ -11,20 +11,34 @@ received data is applied (reduced or copied) as soon as that lane's step has
 completed, overlapping the other lanes' transfers, but the next round starts
 only when every lane has finished the step. The schedules are built for this:
 in each step the lanes of a rank use distinct ports (Swing's 2D lanes on a
-torus), so the ports are never shared. Lanes that each ran ahead on their own
-drifted apart: a lane done early (say, its link's token bucket was full after
-an idle moment) moved on to a port that another lane was still using, and
-both ran at half speed. On the 4x4 lab (40 Mbit/s links, 4 MiB float64)
-independent lanes took 0.536–0.567 s and lockstep lanes 0.397–0.407 s
-against the model's 0.393 s (medians of 7, two runs each, side by side).
-Received data is applied only after the whole step of its lane has completed,
-so buffers being sent are never modified while in flight.
+torus), so the ports are never shared. Lanes left to run ahead on their own
+drift apart: a lane done early moves on to a port another lane is still
+using, and both then share that link at half speed. Received data is applied
+only after the whole step of its lane has completed, so buffers being sent
+are never modified while in flight.
+
+Waiting polls (``Testsome``/``Testall`` and ``sched_yield``, see
+:func:`_wait_some`) so that oversubscribed ranks let each other run.
+
+Hangs: with ``SWING_MPI_TIMEOUT=seconds`` (off by default; read at import), a
+wait that sees no completion for that long raises :class:`TimeoutError`
+naming the operation, the algorithm, the step and the peer ranks that did not
+answer. The collective is then broken (its messages stay posted, the other
+ranks are stuck or will be): the plan refuses further use, and the job should
+end, e.g. with ``comm.Abort()`` (``python -m mpi4py`` aborts on an uncaught
+exception).
+
+Threads: a plan is used by one operation at a time and holds no global state;
+concurrent calls on different communicators (MPI_THREAD_MULTIPLE) use
+different plans. One communicator used from two threads at once is erroneous,
+as in MPI.
 """
 
 from __future__ import annotations
 
 import os
 import time
+from typing import Any
 
 import numpy as np
 from mpi4py import MPI
@@ -32,7 +46,7 @@ from mpi4py import MPI
 from .buffers import numpy_dtype
 from .schedule.base import COPY, REDUCE, Schedule
 
-__all__ = ["Plan", "Reducer", "TAG_BASE", "MAX_LANES", "TAG_SEQS"]
+__all__ = ["Plan", "Reducer", "TAG_BASE", "MAX_LANES", "TAG_SEQS", "TIMEOUT", "parse_timeout"]
 
 TAG_BASE = 16
 MAX_LANES = 64
@@ -62,11 +76,13 @@ class Reducer:
     """
 
     def __init__(self, op: MPI.Op, datatype: MPI.Datatype) -> None:
+        """Pick the ufunc for ``op`` on ``datatype``, if one is exactly MPI's operation."""
         self.op = op
         self.datatype = datatype
         self.extent = datatype.extent
-        self.ufunc = None
+        self.ufunc: np.ufunc | None = None
         self.dtype = numpy_dtype(datatype)
+        self._view = self.dtype if self.dtype is not None else np.dtype(np.uint8)
         if self.dtype is not None:
             uf = _ufunc_for(op)
             kind = self.dtype.kind
@@ -78,12 +94,13 @@ class Reducer:
         self._tmp = np.empty(0, np.uint8)
 
     def __call__(self, peer: np.ndarray, local: np.ndarray, peer_first: bool) -> None:
+        """Reduce the bytes ``peer`` into ``local`` (``peer_first``: ``peer op local``)."""
         n = len(local) // self.extent
         if not n:
             return
         if self.ufunc is not None:
-            a = peer.view(self.dtype)
-            b = local.view(self.dtype)
+            a = peer.view(self._view)
+            b = local.view(self._view)
             if peer_first:
                 self.ufunc(a, b, out=b)
             else:
@@ -97,41 +114,79 @@ class Reducer:
             local[...] = peer
 
 
+def parse_timeout(text: str | None) -> float | None:
+    """Return the seconds in ``$SWING_MPI_TIMEOUT`` (None: off, also for ``""``, ``0`` or ``off``)."""
+    text = (text or "").strip().lower()
+    if text in ("", "0", "off", "none", "no"):
+        return None
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise ValueError(f"SWING_MPI_TIMEOUT={text!r}: expected seconds, e.g. 30 or 0.5") from None
+    if not seconds > 0:
+        raise ValueError(f"SWING_MPI_TIMEOUT={text!r}: expected a positive number of seconds")
+    return seconds
+
+
+TIMEOUT: float | None = parse_timeout(os.environ.get("SWING_MPI_TIMEOUT"))
+"""``$SWING_MPI_TIMEOUT``: seconds a wait may see no completion before :class:`TimeoutError` (None: wait forever).
+Read at import; a plan takes the value current when it is built."""
+
 _WAIT = os.environ.get("SWING_MPI_WAIT", "yield")
 _YIELD = _WAIT != "spin"
 _SLEEP = float(os.environ.get("SWING_MPI_SLEEP_US", "0")) * 1e-6
 
 
-def _wait_some(reqs: list[MPI.Request]) -> list[int] | None:
-    """``Waitsome``, but yielding the CPU between polls.
+def _wait_some(reqs: list[MPI.Request], timeout: float | None = None) -> list[int] | None:
+    """``Waitsome``, but yielding the CPU between polls; ``[]`` after ``timeout`` seconds without a completion.
 
     MPICH busy-polls inside ``Waitsome``; with more ranks than cores (tests,
     the emulated lab) a spinning rank starves the peer it waits for. Polling
     with ``Testsome`` and ``sched_yield`` costs a microsecond on an idle core
     and lets the other ranks run on a busy one. ``SWING_MPI_WAIT=spin``
-    restores plain ``Waitsome``.
+    restores plain ``Waitsome`` (unless a timeout is set).
     """
-    if not _YIELD:
-        return MPI.Request.Waitsome(reqs)
-    polls = 0
+    if timeout is None:
+        if not _YIELD:
+            return MPI.Request.Waitsome(reqs)
+        polls = 0
+        while True:
+            done = MPI.Request.Testsome(reqs)
+            if done is None or done:
+                return done
+            polls += 1
+            if _SLEEP and polls > 2:
+                time.sleep(_SLEEP)
+            else:
+                os.sched_yield()
+    deadline = time.monotonic() + timeout
     while True:
         done = MPI.Request.Testsome(reqs)
         if done is None or done:
             return done
-        polls += 1
-        if _SLEEP and polls > 2:
+        if time.monotonic() > deadline:
+            return []
+        if _SLEEP:
             time.sleep(_SLEEP)
         else:
             os.sched_yield()
 
 
-def _wait_all(reqs: list[MPI.Request]) -> None:
-    """``Waitall`` with the yielding poll of :func:`_wait_some`."""
-    if not _YIELD:
-        MPI.Request.Waitall(reqs)
-        return
+def _wait_all(reqs: list[MPI.Request], timeout: float | None = None) -> bool:
+    """``Waitall`` with the yielding poll of :func:`_wait_some`; False if ``timeout`` seconds passed first."""
+    if timeout is None:
+        if not _YIELD:
+            MPI.Request.Waitall(reqs)
+            return True
+        while not MPI.Request.Testall(reqs):
+            os.sched_yield()
+        return True
+    deadline = time.monotonic() + timeout
     while not MPI.Request.Testall(reqs):
+        if time.monotonic() > deadline:
+            return False
         os.sched_yield()
+    return True
 
 
 class _Xfer:
@@ -140,7 +195,7 @@ class _Xfer:
     __slots__ = ("peer", "send", "recv", "action", "peer_first", "send_buf", "recv_buf",
                  "send_elems", "recv_elems", "direct_send", "direct_recv")
 
-    def __init__(self, t, ext: int) -> None:
+    def __init__(self, t: Any, ext: int) -> None:
         self.peer = t.peer
         self.send = [(a * ext, b * ext) for a, b in t.send]
         self.recv = [(a * ext, b * ext) for a, b in t.recv]
@@ -151,8 +206,8 @@ class _Xfer:
         # one contiguous range: send straight from / receive straight into the work buffer
         self.direct_send = len(self.send) == 1
         self.direct_recv = len(self.recv) == 1 and t.action == COPY
-        self.send_buf = None
-        self.recv_buf = None
+        self.send_buf: np.ndarray | None = None
+        self.recv_buf: np.ndarray | None = None
 
 
 class Plan:
@@ -160,6 +215,7 @@ class Plan:
 
     def __init__(self, comm: MPI.Intracomm, schedule: Schedule, datatype: MPI.Datatype,
                  op: MPI.Op) -> None:
+        """Resolve every transfer of ``schedule`` to byte ranges and carve the scratch buffers."""
         self.comm = comm
         self.schedule = schedule
         self.datatype = datatype
@@ -202,13 +258,28 @@ class Plan:
         self.slot_work = np.empty(self.work_bytes if schedule.slots > 1 else 0, np.uint8)
         if len(self.lanes) > MAX_LANES:
             raise ValueError(f"{len(self.lanes)} lanes: at most {MAX_LANES} are supported")
+        # who each request of a step talks to, in _post's order (receives, then sends): for timeouts
+        self.req_peers = [[[(x.peer, "receive from") for x in xs if x.recv_elems]
+                           + [(x.peer, "send to") for x in xs if x.send_elems] for xs, _ in steps]
+                          for steps in self.lanes]
+        self.timeout = TIMEOUT
+        """Seconds a wait may see no completion (``$SWING_MPI_TIMEOUT``; None: forever)."""
+        self.broken: str | None = None
         self.active = False
         self._tag = TAG_BASE
+        self._result: np.ndarray | None = None
+        self._work: np.ndarray | None = None
+        self._pos: list[int] = []
+        self._left: list[int] = []
+        self._reqs: list[MPI.Request] = []
+        self._owner: list[int] = []
+        self._peers: list[tuple[int, str]] = []
 
     # -- data movement ------------------------------------------------------
     def _post(self, lane: int, step: int, work: np.ndarray) -> list[MPI.Request]:
         xs, _ = self.lanes[lane][step]
         reqs: list[MPI.Request] = []
+        buf: Any
         tag = self._tag + lane
         dt = self.datatype
         comm = self.comm
@@ -239,6 +310,7 @@ class Plan:
         for x in xs:
             if not x.recv_elems or x.direct_recv:
                 continue
+            assert x.recv_buf is not None
             off = 0
             for a, b in x.recv:
                 chunk = x.recv_buf[off:off + b - a]
@@ -265,8 +337,9 @@ class Plan:
         nl = len(self.lanes)
         self._pos = [0] * nl
         self._left = [0] * nl
-        self._reqs: list[MPI.Request] = []
-        self._owner: list[int] = []
+        self._reqs = []
+        self._owner = []
+        self._peers = []
         self.active = True
         self._round()
         if not self._reqs:
@@ -284,10 +357,10 @@ class Plan:
             self._progress(block=True)
 
     def run(self, result: np.ndarray, source: np.ndarray | None = None, *, seq: int = 0) -> None:
-        """A blocking allreduce: :meth:`start` then :meth:`wait`.
+        """Run a blocking allreduce: :meth:`start` then :meth:`wait`.
 
         With one lane, the same steps without the bookkeeping that lets several
-        lanes progress together (a third of swing-lat's per-call time at p = 2).
+        lanes progress together (that bookkeeping dominates small calls).
         """
         if len(self.lanes) != 1:
             self.start(result, source, seq=seq)
@@ -295,15 +368,18 @@ class Plan:
             return
         work = self._begin(result, source, seq)
         self.active = True
+        timeout = self.timeout
         for k in range(len(self.lanes[0])):
             reqs = self._post(0, k, work)
-            if reqs:
-                _wait_all(reqs)
+            if reqs and not _wait_all(reqs, timeout):
+                self._timed_out([(0, k, r, peer) for r, peer in zip(reqs, self.req_peers[0][k])])
             self._apply(0, k, work)
         self._finish()
 
     def _begin(self, result: np.ndarray, source: np.ndarray | None, seq: int) -> np.ndarray:
-        """The input in place, the tags of operation ``seq``; returns the work buffer."""
+        """Put the input in place and take the tags of operation ``seq``; return the work buffer."""
+        if self.broken:
+            raise RuntimeError(f"this plan is unusable: {self.broken}")
         if self.active:
             raise RuntimeError("this allreduce is still in progress; wait for it before starting it again")
         s = self.schedule
@@ -327,6 +403,7 @@ class Plan:
         it at once and posts its next step in the next round, with the others.
         """
         work = self._work
+        assert work is not None
         pos = self._pos
         while True:
             busy = False
@@ -340,6 +417,7 @@ class Plan:
                     self._left[lane] = len(rs)
                     self._reqs.extend(rs)
                     self._owner.extend([lane] * len(rs))
+                    self._peers.extend(self.req_peers[lane][k])
                 else:
                     self._apply(lane, k, work)
                     pos[lane] = k + 1
@@ -348,11 +426,16 @@ class Plan:
 
     def _progress(self, block: bool) -> None:
         reqs = self._reqs
+        done: list[int] | None
         if block and len(self.lanes) == 1:
-            _wait_all(reqs)  # one lane: its step needs every request anyway
+            if not _wait_all(reqs, self.timeout):  # one lane: its step needs every request anyway
+                self._timed_out([(0, self._pos[0], r, peer) for r, peer in zip(reqs, self._peers)])
             done = list(range(len(reqs)))
         else:
-            done = _wait_some(reqs) if block else MPI.Request.Testsome(reqs)
+            done = _wait_some(reqs, self.timeout) if block else MPI.Request.Testsome(reqs)
+            if block and done == []:
+                self._timed_out([(lane, self._pos[lane], r, peer)
+                                 for r, lane, peer in zip(reqs, self._owner, self._peers)])
         if done:
             finished = []
             for i in done:
@@ -363,13 +446,17 @@ class Plan:
             if len(done) == len(reqs):
                 reqs.clear()
                 self._owner.clear()
+                self._peers.clear()
             else:
                 gone = set(done)
                 keep = [i for i in range(len(reqs)) if i not in gone]
                 self._reqs = [reqs[i] for i in keep]
                 self._owner = [self._owner[i] for i in keep]
+                self._peers = [self._peers[i] for i in keep]
+            work = self._work
+            assert work is not None
             for lane in finished:
-                self._apply(lane, self._pos[lane], self._work)
+                self._apply(lane, self._pos[lane], work)
                 self._pos[lane] += 1
             if not self._reqs:
                 self._round()
@@ -380,6 +467,43 @@ class Plan:
         s = self.schedule
         if s.slots > 1:
             n = self.vec_bytes
+            assert self._result is not None and self._work is not None
             self._result[...] = self._work[s.result_slot * n:(s.result_slot + 1) * n]
         self._result = self._work = None
         self.active = False
+
+    def _timed_out(self, pending: list[tuple[int, int, MPI.Request, tuple[int, str]]]) -> None:
+        """Raise :class:`TimeoutError` for the requests of ``pending`` (lane, step, request, (peer, what)).
+
+        The plan is marked broken: its requests stay posted into its buffers, so it must not run again.
+        """
+        waiting: dict[int, list[str]] = {}
+        steps: set[tuple[int, int]] = set()
+        for lane, step, req, (peer, what) in pending:
+            if req != MPI.REQUEST_NULL and not req.Test():
+                waiting.setdefault(peer, []).append(what)
+                steps.add((lane, step))
+        me = self.comm.Get_rank()
+        s = self.schedule
+        nsteps = len(self.lanes[0]) if self.lanes else 0
+        where = ", ".join(f"step {k}" + (f" of lane {lane}" if len(self.lanes) > 1 else "")
+                          for lane, k in sorted(steps)) or f"step {pending[0][1] if pending else 0}"
+        who = ", ".join(f"{_rank_name(self.comm, peer)} ({' and '.join(sorted(set(w)))} it)"
+                        for peer, w in sorted(waiting.items())) or "a peer"
+        operation = str(s.meta.get("collective", "allreduce"))
+        message = (f"{operation} ({s.algorithm}, {s.count} elements) on {_rank_name(self.comm, me)}: "
+                   f"waiting for {who} in {where} (of {nsteps}) for more than {self.timeout:g} s "
+                   f"(SWING_MPI_TIMEOUT); the collective is broken, end the job (comm.Abort())")
+        self.broken = f"an earlier wait timed out: {message}"
+        self.active = False
+        self._result = self._work = None
+        raise TimeoutError(message)
+
+
+def _rank_name(comm: MPI.Comm, rank: int) -> str:
+    """Return ``rank N``, with the rank in ``MPI.COMM_WORLD`` too where the numbering differs."""
+    try:
+        world = MPI.Group.Translate_ranks(comm.Get_group(), [rank], MPI.COMM_WORLD.Get_group())[0]
+    except MPI.Exception:
+        return f"rank {rank}"
+    return f"rank {rank}" if world == rank else f"rank {rank} (world rank {world})"

@@ -1,0 +1,60 @@
+"""``SWING_MPI_TIMEOUT``: a rank that never arrives makes the others raise TimeoutError naming it."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+
+PROGRAM = """
+    import sys, time
+    import numpy as np
+    from mpi4py import MPI
+    import swing_mpi
+    comm = MPI.COMM_WORLD
+    algorithm, dims = sys.argv[1], sys.argv[2]
+    x = np.ones(1000)
+    y = np.empty(1000)
+    swing_mpi.allreduce(comm, x, y, algorithm=algorithm, dims=dims)    # all ranks: fine
+    assert (y == comm.size).all()
+    comm.Barrier()
+    if comm.rank == 1:
+        time.sleep(60)           # never arrives (the abort below ends it)
+    t0 = time.monotonic()
+    try:
+        swing_mpi.allreduce(comm, x, y, algorithm=algorithm, dims=dims)
+    except TimeoutError as e:
+        print(f"rank {comm.rank} TimeoutError after {time.monotonic() - t0:.2f} s: {e}", flush=True)
+        comm.Abort(3)
+    else:
+        print(f"rank {comm.rank} returned without the missing rank", flush=True)
+"""
+
+
+@pytest.mark.parametrize(("n", "algorithm", "dims"), [(2, "swing-lat", "2"), (4, "swing-bw", "2x2")])
+def test_a_missing_rank_raises_timeout_error_naming_it(launch, n, algorithm, dims):
+    t0 = time.monotonic()
+    r = launch(PROGRAM, n, algorithm, dims, env={"SWING_MPI_TIMEOUT": "2"}, timeout=100)
+    elapsed = time.monotonic() - t0
+    assert r.returncode != 0, r.stdout
+    assert "returned without the missing rank" not in r.stdout, r.stdout
+    got = re.findall(r"rank (\d+) TimeoutError after ([\d.]+) s: (.*)", r.stdout)
+    assert got, r.stdout
+    for rank, seconds, message in got:
+        assert rank != "1"
+        assert 2.0 <= float(seconds) < 4.0, (seconds, message)  # within the timeout + 2 s
+        assert f"allreduce ({algorithm}" in message
+        assert "waiting for rank" in message and "SWING_MPI_TIMEOUT" in message and "Abort" in message
+    if n == 2:
+        assert re.search(r"waiting for rank 1 \((receive from|send to|receive from and send to) it\) in step 0 ",
+                         got[0][2]), got[0][2]
+    else:
+        assert any("waiting for rank 1 " in m for _, _, m in got), r.stdout
+    assert elapsed < 40, f"the job took {elapsed:.0f} s to end after the abort"
+
+
+def test_bad_timeout_value_is_an_error(launch):
+    r = launch("import swing_mpi.executor\n", 1, env={"SWING_MPI_TIMEOUT": "soon"})
+    assert r.returncode != 0
+    assert "SWING_MPI_TIMEOUT='soon'" in r.stdout, r.stdout
