@@ -162,3 +162,89 @@ def test_auto_hands_tiny_vectors_to_mpi_only_when_bits_cannot_differ():
     y = np.empty_like(x)
     swing_mpi.allreduce(WORLD, x, y, MPI.MIN)
     assert len(set(WORLD.allgather(y.tobytes()))) == 1
+
+
+# -- arrays from other libraries ---------------------------------------------------------------
+
+class OnlyArrayInterface:
+    """Host memory behind ``__array_interface__`` only (no buffer protocol), like some array libraries."""
+
+    def __init__(self, a):
+        self.a = a
+        self.__array_interface__ = a.__array_interface__
+
+
+class OnlyDLPack:
+    """Host memory behind ``__dlpack__`` only, like torch CPU tensors and JAX CPU arrays."""
+
+    def __init__(self, a, device=(1, 0)):
+        self.a = a
+        self.device = device
+
+    def __dlpack__(self, **kw):
+        return self.a.__dlpack__(**kw)
+
+    def __dlpack_device__(self):
+        return self.device
+
+
+@pytest.fixture
+def plan_runs(monkeypatch):
+    """Count the plans our executor runs (blocking and started)."""
+    from swing_mpi import executor
+    calls = []
+    run, start = executor.Plan.run, executor.Plan.start
+    monkeypatch.setattr(executor.Plan, "run", lambda self, *a, **k: (calls.append("run"), run(self, *a, **k))[1])
+    monkeypatch.setattr(executor.Plan, "start",
+                        lambda self, *a, **k: (calls.append("start"), start(self, *a, **k))[1])
+    return calls
+
+
+@pytest.mark.parametrize("wrap", [OnlyArrayInterface, OnlyDLPack])
+@pytest.mark.parametrize("algorithm", ["swing-bw", "recdoub"])
+def test_host_arrays_of_other_libraries_run_our_algorithms(plan_runs, wrap, algorithm):
+    n = 3 * P + 1
+    x = np.arange(n, dtype=np.float64) + R
+    y = np.zeros(n)
+    swing_mpi.allreduce(WORLD, wrap(x), wrap(y), algorithm=algorithm)
+    assert np.array_equal(y, expected_sum(n))
+    assert plan_runs, "the call went to MPI, not through our schedule"
+    z = (np.arange(n, dtype=np.int32) + R)
+    swing_mpi.allreduce(WORLD, MPI.IN_PLACE, wrap(z), MPI.SUM, algorithm=algorithm)
+    assert np.array_equal(z, (np.arange(n) * P + P * (P - 1) // 2).astype(np.int32))
+    req = swing_mpi.iallreduce(WORLD, wrap(x), wrap(y), MPI.MAX, algorithm=algorithm)
+    req.Wait()
+    assert np.array_equal(y, np.arange(n) + P - 1)
+
+
+def test_read_only_host_arrays_are_refused_as_recvbuf():
+    x = np.ones(4)
+    ro = x.copy()
+    ro.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        swing_mpi.allreduce(WORLD, x, OnlyArrayInterface(ro), algorithm="swing-bw")
+
+
+def test_device_dlpack_is_left_to_the_mpi_library():
+    from swing_mpi.buffers import DeviceBuffer, parse_buffer
+    with pytest.raises(DeviceBuffer):
+        parse_buffer(OnlyDLPack(np.ones(4), device=(2, 0)), writable=True, where="recvbuf")  # kDLCUDA
+    spec = parse_buffer(OnlyDLPack(np.ones(4)), writable=True, where="recvbuf")
+    assert spec.count == 4 and spec.datatype == MPI.DOUBLE
+
+
+# -- integer overflow: wrapped, as C and numpy do, whatever the MPI library does --------------
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint64])
+def test_integer_overflow_wraps_identically_on_every_rank(dtype):
+    info = np.iinfo(dtype)
+    n = 64  # long enough for vectorised reductions (Open MPI's saturate 8- and 16-bit sums)
+    x = np.full(n, info.max // 2 + 1, dtype)
+    want = x.copy()
+    for _ in range(P - 1):
+        want += x  # numpy wraps
+    for algorithm in ["swing-bw", "swing-lat", "recdoub", "ring", "auto"]:
+        y = np.zeros_like(x)
+        swing_mpi.allreduce(WORLD, x, y, MPI.SUM, algorithm=algorithm)
+        assert np.array_equal(y, want), (algorithm, y[:3], want[:3])
+        assert len(set(WORLD.allgather(y.tobytes()))) == 1
