@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..schedule import NATIVE
+from ..schedule import AUTO, NATIVE
 from .results import ALLREDUCE, COLLECTIVES, MIN_ITERS, Collective, add_vs_native
 
 if TYPE_CHECKING:
@@ -379,12 +379,21 @@ def environment(comm: Any, cfg: Config, dims: tuple[int, ...], dims_source: str,
 
 
 def _resolved(alg: str, pt: Point, p: int, mpi_op: Any, datatype: Any, dims: tuple[int, ...], tuning: Any) -> str:
-    """Name what ``alg`` runs on ``pt`` (``auto``'s pick where the API can tell it)."""
-    if alg == NATIVE or pt.collective.name != ALLREDUCE:
+    """Name what ``alg`` runs on ``pt``: ``auto``'s pick, or the fallback of a non-commutative op."""
+    if alg == NATIVE:
         return alg
-    from ..api import resolve
+    if pt.collective.name == ALLREDUCE:
+        from ..api import resolve
 
-    return resolve(alg, p, pt.nbytes, mpi_op, datatype, dims=dims, count=pt.count, tuning=tuning)
+        return resolve(alg, p, pt.nbytes, mpi_op, datatype, dims=dims, count=pt.count, tuning=tuning)
+    if alg != AUTO:
+        return alg
+    from ..api import is_exact
+    from ..choose import choose_collective
+
+    return choose_collective(pt.collective.registry, p, dims, pt.nbytes,
+                             exact=mpi_op is None or is_exact(mpi_op, datatype), commutative=True,
+                             native_ok=True, tuning=tuning)
 
 
 def run_bench(comm: Any, cfg: Config, *, start: Callable[[dict[str, Any]], None] | None = None,

@@ -212,5 +212,6 @@ def test_bench_collective_ours(collective, capsys):
         pytest.skip(f"swing_mpi.{collective} does not exist yet: only native is measured")
     env, rows = bench.run_bench(comm, _config(*argv))
     assert {r["algorithm"] for r in rows} == {"native", "auto", *algorithms}
+    assert {r["resolved"] for r in rows if r["algorithm"] == "auto"} <= {"native", *algorithms}  # what auto ran
     bad = {(r["algorithm"], r["size"], r["place"]): r["wrong"] for r in rows if r["wrong"] != 0}
     assert not bad
