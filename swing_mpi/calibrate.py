@@ -1,47 +1,50 @@
-"""``swing-mpi calibrate``: measure α, β, γ here and write the tuning file ``auto`` reads.
+"""``swing-mpi calibrate``: measure every candidate here and write the tuning file ``auto`` reads.
 
-Run under mpiexec on the machines and the number of ranks you care about::
+Run under mpiexec on the machines, ranks and torus shape you care about::
 
-    mpiexec -n 4 python -m mpi4py -m swing_mpi calibrate            # writes ~/.config/swing_mpi/tuning.json
-    mpiexec -n 16 python -m mpi4py -m swing_mpi calibrate --dims 4x4 --dry-run
+    mpiexec -n 16 python -m mpi4py -m swing_mpi calibrate --dims 4x4     # writes ~/.config/swing_mpi/tuning.json
+    mpiexec -n 4 python -m mpi4py -m swing_mpi calibrate --dry-run
 
 Measurement:
-    For every size (default 8 B … 4 MiB, powers of two) four series run on
-    the communicator: ``swing-lat`` on int64 SUM (exact: partial results),
-    ``swing-lat`` on float64 SUM (inexact: the contributions form),
-    ``swing-bw`` on float64 SUM and ``native`` (``MPI_Allreduce`` through our
-    ``allreduce``, as ``auto`` would call it). Each round times one call of
-    every series at every size (round robin, so a burst of machine noise
-    spreads over all points); each timed call is bracketed by a barrier; a
-    call's time is the maximum over ranks; the median over ``--iters`` rounds
-    is kept. γ is measured apart: the executor's reduction kernel on up to
-    4 MiB, all ranks at once.
+    The candidates are every registered algorithm that runs on the torus
+    (:func:`swing_mpi.choose.candidates`) and ``native`` (``MPI_Allreduce``
+    through our ``allreduce``, as ``auto`` calls it), on float64 SUM; the
+    algorithms whose schedule depends on the op being exact (``swing-lat``)
+    are also measured on int64 SUM. Sizes go from small to large. At each
+    size, rounds time one call of every live candidate (interleaved, so a
+    burst of machine noise spreads over all of them); each call is bracketed
+    by a barrier and its time is the maximum over ranks; the median over the
+    rounds is kept. Rounds stop after ``--iters``, or once the size has used
+    ``--point-time`` seconds (at least one round). A candidate at least
+    ``--drop`` times slower than the fastest at two sizes in a row, falling
+    further behind, and past its latency floor (its own time grew by
+    :data:`GROWING` since the previous size) is not measured at larger sizes:
+    it only loses more there. That keeps a calibration over slow links to
+    minutes.
 
-Fit:
-    The model of :mod:`swing_mpi.choose`, ``T = K·α + β·Σ_k m_k + γ·r``, is
-    linear in its constants given each schedule's step count ``K``, bytes per
-    step ``m_k`` and reduced bytes ``r`` (:func:`swing_mpi.choose.features`).
-    With γ measured, α and β are fitted to ``T − γ·r`` over our three series
-    by non-negative least squares on relative errors (every size weighs the
-    same, from 8 B to 4 MiB), once per lane mode: concurrent (α per step,
-    ``m_k`` = the busiest lane's bytes: lanes on separate ports) and serial
-    (α and bytes per step of every lane: lanes sharing one process and one
-    memory system). The mode kept (``concurrent_lanes``) is the one whose
-    swing-lat/swing-bw choices lose the least time on the measured points
-    (the purpose of the fit), then the one with the smaller error. The report
-    prints measured and modelled times per point, the fit's median and worst
-    relative error and both modes' error and time lost.
+Decision table:
+    The medians, per (p, dims, op class), are the table ``auto`` decides
+    from for calls like them (:class:`swing_mpi.tuning.DecisionTable`,
+    interpolated between sizes). The exact class reuses the float64 times
+    of algorithms whose schedule does not depend on exactness.
 
-Native:
-    At each size ``native`` wins if it is at least ``--native-margin``
-    (default 10 %) faster than the best of our series. ``native_below_bytes``
-    is the size step that agrees with the most sizes (native below it, ours
-    from it on); ``auto`` hands smaller vectors to the MPI library. It stays
-    unset when the best step is "never", or with ``--no-native``.
+Model:
+    For calls the table does not cover (another p or shape), ``auto`` prices
+    our schedules with ``T = K·α + n·(moved·β + reduced·γ)``
+    (:mod:`swing_mpi.model.features`). γ is measured apart (the executor's
+    reduction kernel, all ranks at once); α, β and a per-call constant are
+    fitted to every measured point of our algorithms by non-negative least
+    squares on relative errors, once per network kind. The kind whose fit is
+    better (``flat``: a rank's own traffic is the bottleneck; ``torus``:
+    routed link sharing) is written to the file; ``$SWING_MPI_NETWORK``
+    forces it. ``native_below_bytes`` (where the model hands vectors to
+    ``MPI_Allreduce``) is the size step that agrees best with where native
+    was at least ``--native-margin`` faster than all of ours.
 
-The tuning JSON (rank 0; ``--output``, default ``~/.config/swing_mpi/tuning.json``;
-``--dry-run`` writes nothing) holds the constants, where and how they were
-measured and the medians. Progress goes to stderr, the report to stdout.
+Progress goes to stderr, the report to stdout (rank 0): the measured
+medians, auto / fastest on held-out rounds (the pick from the even rounds,
+timed on the odd ones) and the model's pick / fastest at every point, the
+fit, and the decision table.
 """
 
 from __future__ import annotations
@@ -55,24 +58,34 @@ import platform
 import socket
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from .choose import candidates
+from .model.features import NETWORKS, coefficients
+from .schedule import ALGORITHMS, NATIVE, build_schedule
+from .tuning import TUNING_ENV, DecisionTable, Tuning, default_tuning_path, network_override, save_tuning
 from .units import format_size, parse_sizes
 
 __all__ = [
-    "add_arguments", "run", "main", "SERIES", "Series", "measure", "measure_gamma", "fit", "Fit",
-    "native_threshold",
-    "calibrate", "DEFAULT_SIZES", "nnls",
+    "add_arguments", "run", "main", "Series", "beaten", "series_for", "Measured", "measure", "measure_gamma", "fit",
+    "Fit", "native_threshold", "tables_from", "calibrate", "report", "nnls", "DEFAULT_SIZES",
 ]
 
-DEFAULT_SIZES = "8:4M"
-DEFAULT_ITERS = 20
-DEFAULT_WARMUP = 2
-_PLANS_KEPT = 48
-"""Plans alive at once while measuring (``api`` keeps the last 64 per communicator)."""
+DEFAULT_SIZES = "8,64,256,1K,4K,16K,64K,256K,1M,4M,16M"
+DEFAULT_ITERS = 15
+DEFAULT_WARMUP = 1
+DEFAULT_POINT_TIME = 2.0
+DEFAULT_DROP = 2.0
 DEFAULT_NATIVE_MARGIN = 0.10
+GROWING = 1.5
+"""A candidate is dropped only where its own time grew at least this much since the previous size: past its
+latency floor, where a widening gap keeps widening (at small sizes a gap is noise or a fixed cost)."""
+MAX_WORK_BYTES = 1 << 30
+"""A candidate whose work buffer (swing-lat's contributions form: ``p`` vectors) would pass this is not run."""
+ITEMSIZE = 8
 
 
 @dataclass(frozen=True)
@@ -85,100 +98,161 @@ class Series:
     exact: bool
 
 
-SERIES = (
-    Series("swing-lat/int64", "swing-lat", "int64", True),
-    Series("swing-lat/float64", "swing-lat", "float64", False),
-    Series("swing-bw/float64", "swing-bw", "float64", False),
-    Series("native/float64", "native", "float64", False),
-)
-ITEMSIZE = 8
+def series_for(dims: tuple[int, ...], *, native: bool = True, exact: bool = True,
+               algorithms: Sequence[str] | None = None) -> list[Series]:
+    """Every candidate on float64 SUM, plus int64 SUM for algorithms whose schedule depends on exactness."""
+    cands = [a for a in candidates(dims, exact=False, commutative=True, native_ok=native)
+             if algorithms is None or a in algorithms]
+    out = [Series(f"{a}/float64", a, "float64", False) for a in cands]
+    if exact:
+        valid = candidates(dims, exact=True, commutative=True, native_ok=False)
+        out += [Series(f"{a}/int64", a, "int64", True) for a in cands
+                if a != NATIVE and ALGORITHMS[a].uses_exact and a in valid]
+    return out
 
 
-def _say(comm, msg: str) -> None:
+def _say(comm: Any, msg: str) -> None:
     if comm.Get_rank() == 0:
         print(msg, file=sys.stderr, flush=True)
 
 
-# -- measurement ------------------------------------------------------------------------
+@dataclass
+class Measured:
+    """Medians (seconds, max over ranks per call) of every series at every size; ``None``: not measured."""
 
-def measure(comm, sizes: Sequence[int], *, dims: tuple[int, ...], iters: int = DEFAULT_ITERS,
-            warmup: int = DEFAULT_WARMUP, series: Sequence[Series] = SERIES,
-            progress: bool = True) -> list[dict[str, Any]]:
-    """Median times (seconds, max over ranks per call) of every series at every size.
+    sizes: list[int]
+    series: list[Series]
+    medians: dict[str, list[float | None]]
+    rounds: dict[str, list[list[float]]]
+    """All rounds' times per series and size (for held-out checks)."""
+    notes: list[str] = field(default_factory=list)
+    seconds: float = 0.0
 
-    Collective. Sizes are taken in groups (few enough that every plan stays
-    cached); within a group, each round times one call of every series at
-    every size, so a burst of machine noise spreads over all points instead of
-    spoiling a few. Returns the same list on every rank: one dict per (size,
-    series) with ``nbytes``, ``count``, ``series``, ``algorithm``, ``exact``,
-    ``median_s`` and ``min_s``, in size order.
+
+def _work_bytes(s: Series, dims: tuple[int, ...], count: int) -> int:
+    if s.algorithm == NATIVE:
+        return count * ITEMSIZE
+    return build_schedule(s.algorithm, dims, 0, count, exact=s.exact).slots * count * ITEMSIZE
+
+
+def beaten(before: tuple[float, float] | None, now: tuple[float, float], *, drop: float = DEFAULT_DROP) -> bool:
+    """Tell whether to stop measuring a candidate at larger sizes.
+
+    ``before`` and ``now`` are its ``(time / fastest time, time)`` at the
+    previous and this size. True when it is at least ``drop`` times slower
+    at both, the gap is not closing, and its own time grew by
+    :data:`GROWING` (past its latency floor, where a widening gap keeps
+    widening; at small sizes a gap is noise or a fixed cost).
     """
+    if before is None:
+        return False
+    (r0, t0), (r1, t1) = before, now
+    return r0 >= drop and r1 >= drop and r1 >= r0 and t1 >= GROWING * t0
+
+
+def measure(comm: Any, sizes: Sequence[int], series: Sequence[Series], *, dims: tuple[int, ...],
+            iters: int = DEFAULT_ITERS, warmup: int = DEFAULT_WARMUP, point_time: float = DEFAULT_POINT_TIME,
+            drop: float = DEFAULT_DROP, progress: bool = True) -> Measured:
+    """Time every live series at every size (collective; the same result on every rank)."""
     import numpy as np
     from mpi4py import MPI
 
     from .api import allreduce
 
+    t_start = time.perf_counter()
     rank = comm.Get_rank()
-    iters = max(1, int(iters))
-    counts = sorted({max(1, int(n) // ITEMSIZE) for n in sizes})
-    ours = max(1, sum(1 for s in series if s.algorithm != "native"))
-    group = max(1, _PLANS_KEPT // ours)
-    out: list[dict[str, Any]] = []
-    for g in range(0, len(counts), group):
-        chunk = counts[g:g + group]
-        calls: list[list[Callable[[], None]]] = []
-        for count in chunk:
-            rng = np.random.default_rng([12345, rank, count])
-            row = []
-            for s in series:
-                if s.dtype == "float64":
-                    src = rng.uniform(0.5, 1.5, count)
-                else:
-                    src = rng.integers(0, 1 << 20, count).astype(np.int64)
-                dst = np.empty_like(src)
-                row.append(lambda src=src, dst=dst, alg=s.algorithm:
-                           allreduce(comm, src, dst, MPI.SUM, algorithm=alg, dims=dims))
-            calls.append(row)
-        times = np.zeros((len(chunk), len(series), iters))
-        for rnd in range(max(0, warmup) + iters):
-            i = rnd - max(0, warmup)
-            for a, row in enumerate(calls):
-                for j, c in enumerate(row):
-                    comm.Barrier()
-                    t0 = time.perf_counter()
-                    c()
-                    t = time.perf_counter() - t0
-                    if i >= 0:
-                        times[a, j, i] = t
-            if progress and i >= 0:
-                _say(comm, f"calibrate: {format_size(chunk[0] * ITEMSIZE)} … {format_size(chunk[-1] * ITEMSIZE)}: "
-                           f"round {i + 1}/{iters}")
-        comm.Allreduce(MPI.IN_PLACE, times, op=MPI.MAX)
-        for a, count in enumerate(chunk):
-            for j, s in enumerate(series):
-                out.append({"nbytes": count * ITEMSIZE, "count": count, "series": s.name,
-                            "algorithm": s.algorithm, "exact": s.exact,
-                            "median_s": float(np.median(times[a, j])), "min_s": float(times[a, j].min())})
-        del calls
+    sizes = sorted({max(ITEMSIZE, int(n) // ITEMSIZE * ITEMSIZE) for n in sizes})
+    m = Measured(sizes, list(series), {s.name: [] for s in series}, {s.name: [] for s in series})
+    live = list(series)
+    behind: dict[str, tuple[float, float]] = {}
+    for n in sizes:
+        count = n // ITEMSIZE
+        run = []
+        for s in live:
+            if _work_bytes(s, dims, count) > MAX_WORK_BYTES:
+                m.notes.append(f"{s.name}: not run from {format_size(n)} (work buffer over "
+                               f"{format_size(MAX_WORK_BYTES)})")
+                continue
+            run.append(s)
+        rng = np.random.default_rng([12345, rank, count])
+        bufs = {"float64": rng.uniform(0.5, 1.5, count), "int64": rng.integers(0, 1 << 20, count).astype(np.int64)}
+        outs = {k: np.empty_like(v) for k, v in bufs.items()}
+        calls = [lambda s=s, src=bufs[s.dtype], dst=outs[s.dtype]:
+                 allreduce(comm, src, dst, MPI.SUM, algorithm=s.algorithm, dims=dims) for s in run]
+        for _ in range(max(0, warmup)):
+            for c in calls:
+                c()
+        times: list[list[float]] = []
+        spent = 0.0
+        while len(times) < max(1, iters) and (not times or spent < point_time):
+            mine = np.zeros(len(calls))
+            for j, c in enumerate(calls):
+                comm.Barrier()
+                t0 = time.perf_counter()
+                c()
+                mine[j] = time.perf_counter() - t0
+            comm.Allreduce(MPI.IN_PLACE, mine, op=MPI.MAX)
+            times.append([float(x) for x in mine])
+            spent += float(mine.sum())
+        meds = {s.name: float(np.median([r[j] for r in times])) for j, s in enumerate(run)}
+        best = min(meds.values()) if meds else math.inf
+        for s in series:
+            m.medians[s.name].append(meds.get(s.name))
+            m.rounds[s.name].append([r[run.index(s)] for r in times] if s in run else [])
+        dropped = []
+        for s in run:
+            now = (meds[s.name] / best, meds[s.name])
+            if beaten(behind.get(s.name), now, drop=drop):
+                dropped.append(s)
+            behind[s.name] = now
+        live = [s for s in run if s not in dropped]
+        if progress:
+            fastest = min(meds, key=lambda k: meds[k]) if meds else "-"
+            _say(comm, f"calibrate: {format_size(n):>9}: {len(run)} candidates x {len(times)} rounds, fastest "
+                       f"{fastest} {best * 1e6:.1f} us" + (f"; stop measuring {', '.join(s.name for s in dropped)}"
+                                                          if dropped else ""))
+        del calls, bufs, outs
+    m.seconds = time.perf_counter() - t_start
+    return m
+
+
+def tables_from(m: Measured, *, p: int, dims: tuple[int, ...]) -> list[DecisionTable]:
+    """Build the decision tables of a measurement: float64 SUM (inexact) and int64 SUM (exact)."""
+    out = []
+    for exact, dtype in ((False, "float64"), (True, "int64")):
+        times: dict[str, tuple[float | None, ...]] = {}
+        for s in m.series:
+            if not s.exact:
+                times.setdefault(s.algorithm, tuple(m.medians[s.name]))
+        if exact:
+            mine = [s for s in m.series if s.exact]
+            if not mine:
+                continue
+            for s in mine:
+                times[s.algorithm] = tuple(m.medians[s.name])
+        times = {a: ts for a, ts in times.items() if any(t is not None for t in ts)}
+        if times:
+            out.append(DecisionTable(p=p, dims=dims, exact=exact, sizes=tuple(m.sizes), times=tuple(times.items()),
+                                     dtype=dtype, op="sum"))
     return out
 
 
 # -- fitting ------------------------------------------------------------------------------
 
 def nnls(rows: Sequence[Sequence[float]], y: Sequence[float]) -> tuple[list[float], float]:
-    """Non-negative least squares for a handful of unknowns (every support set is tried).
+    """Solve non-negative least squares for a handful of unknowns (every support set is tried).
 
     Returns the coefficients and the residual sum of squares.
     """
     import numpy as np
 
-    A = np.asarray(rows, dtype=float)
+    a = np.asarray(rows, dtype=float)
     b = np.asarray(y, dtype=float)
-    n = A.shape[1]
+    n = a.shape[1]
     best, best_rss = [0.0] * n, float(b @ b)
     for k in range(1, n + 1):
         for support in itertools.combinations(range(n), k):
-            sub = A[:, support]
+            sub = a[:, support]
             coef, *_ = np.linalg.lstsq(sub, b, rcond=None)
             if np.any(coef < 0):
                 continue
@@ -193,106 +267,60 @@ def nnls(rows: Sequence[Sequence[float]], y: Sequence[float]) -> tuple[list[floa
 
 @dataclass
 class Fit:
-    """Fitted constants, the lane mode kept, and the fit at every point."""
+    """Fitted constants per network kind, and the kind kept."""
 
-    alpha: float
-    beta: float
     gamma: float
-    concurrent_lanes: bool
-    points: list[dict[str, Any]] = field(default_factory=list)
-    """Per fitted point: the record plus ``features`` and ``model_s``."""
-    gamma_measured: bool = False
-    """γ came from :func:`measure_gamma` (only α and β were fitted)."""
-    rms: dict[bool, float] = field(default_factory=dict)
-    """Root-mean-square relative error of the fit with each lane mode."""
-    regret: dict[bool, float] = field(default_factory=dict)
-    """Mean relative time lost by each lane mode's swing-lat/swing-bw choices on the measured points."""
-    overhead: float = 0.0
-    """Seconds per call, the same for every algorithm (argument checks, leaving the barrier):
-    fitted so that it does not bias α, but no part of the choice."""
+    constants: dict[str, tuple[float, float, float]]
+    """``network -> (alpha, beta, per-call constant)``."""
+    rms: dict[str, float]
+    """Root-mean-square relative error per network kind."""
+    network: str
+    forced: bool = False
 
     @property
-    def rel_errors(self) -> list[float]:
-        return [(p["model_s"] - p["median_s"]) / p["median_s"] for p in self.points if p["median_s"] > 0]
+    def alpha(self) -> float:
+        """Seconds per step of the kept network kind."""
+        return self.constants[self.network][0]
 
     @property
-    def median_abs_rel_error(self) -> float:
-        e = sorted(abs(x) for x in self.rel_errors)
-        return e[len(e) // 2] if e else float("nan")
+    def beta(self) -> float:
+        """Seconds per bottleneck byte of the kept network kind."""
+        return self.constants[self.network][1]
 
     @property
-    def max_abs_rel_error(self) -> float:
-        return max((abs(x) for x in self.rel_errors), default=float("nan"))
+    def overhead(self) -> float:
+        """Seconds per call, the same for every algorithm: fitted so it does not bias α; no part of the choice."""
+        return self.constants[self.network][2]
+
+    def model_s(self, algorithm: str, dims: tuple[int, ...], nbytes: int, exact: bool) -> float:
+        """Modelled seconds (with the per-call constant) under the kept network kind."""
+        c = coefficients(algorithm, dims, exact=exact, network=self.network)
+        return self.overhead + c.time(nbytes, self.alpha, self.beta, self.gamma)
 
 
-def fit(records: Sequence[dict[str, Any]], dims: tuple[int, ...], *, gamma: float | None = None) -> Fit:
-    """Fit the model of :mod:`swing_mpi.choose` to our series' medians (relative errors).
-
-    With ``gamma`` (measured apart, :func:`measure_gamma`) only α and β are
-    fitted to ``T − γ·r``; without it all three. A per-call constant is
-    fitted too (the same for all our algorithms, so it is reported but plays
-    no part in the choice). Both lane modes are fitted
-    (concurrent: α per step and the busiest lane's bytes; serial: α per lane
-    step and every lane's bytes); the one whose swing-lat/swing-bw choices
-    lose the least time on the measured points is kept (then the smaller
-    error). A record may carry its own ``dims`` (pooled measurements).
-    """
-    from .choose import Tuning, features
-
-    ours = [r for r in records if r["algorithm"] != "native" and r["median_s"] > 0]
-    if not ours:
+def fit(m: Measured, dims: tuple[int, ...], *, gamma: float, network: str | None = None) -> Fit:
+    """Fit α, β and a per-call constant to our algorithms' medians, for each network kind."""
+    pts = [(s, n, t) for s in m.series if s.algorithm != NATIVE
+           for n, t in zip(m.sizes, m.medians[s.name]) if t is not None and t > 0]
+    if not pts:
         raise ValueError("nothing to fit: no measurements of our algorithms")
-    feats = [features(r["algorithm"], tuple(r.get("dims", dims)), r["count"], ITEMSIZE, r["exact"]) for r in ours]
-    results = {}
-    for conc in (True, False):
+    constants, rms = {}, {}
+    for net in NETWORKS:
         rows, y = [], []
-        for r, f in zip(ours, feats):
-            w = 1.0 / r["median_s"]
-            k, m = f.counts(conc)
-            if gamma is None:
-                rows.append([k * w, m * w, w, f.reduced_bytes * w])
-                y.append(1.0)
-            else:
-                rows.append([k * w, m * w, w])
-                y.append((r["median_s"] - gamma * f.reduced_bytes) * w)
+        for s, n, t in pts:
+            c = coefficients(s.algorithm, dims, exact=s.exact, network=net)
+            w = 1.0 / t
+            rows.append([c.steps * w, n * c.moved * w, w])
+            y.append((t - gamma * n * c.reduced) * w)
         coef, rss = nnls(rows, y)
-        g = coef[3] if gamma is None else gamma
-        t = Tuning(coef[0], coef[1], g, concurrent_lanes=conc)
-        results[conc] = (t, math.sqrt(rss / len(rows)), _regret(ours, t, dims), coef[2])
-    # keep the lane mode whose choices lose the least time on these measurements; then the better fit
-    conc = min((True, False), key=lambda c: (round(results[c][2], 3), results[c][1], not c))
-    t, _, _, c0 = results[conc]
-    pts = []
-    for r, f in zip(ours, feats):
-        k, m = f.counts(conc)
-        pts.append(dict(r, features=(k, m, f.reduced_bytes), model_s=c0 + f.time(t)))
-    fit_ = Fit(t.alpha, t.beta, t.gamma, conc, pts, gamma is not None, {c: v[1] for c, v in results.items()},
-               {c: v[2] for c, v in results.items()}, c0)
-    return fit_
+        constants[net] = (coef[0], coef[1], coef[2])
+        rms[net] = math.sqrt(rss / len(rows))
+    kept = network or min(NETWORKS, key=lambda k: (rms[k], k))
+    return Fit(gamma, constants, rms, kept, forced=network is not None)
 
 
-def _regret(records: Sequence[dict[str, Any]], tuning, dims: tuple[int, ...]) -> float:
-    """Mean time lost (relative) by the model's swing-lat/swing-bw choices on measured points."""
-    from .choose import choose
-
-    by: dict[tuple, float] = {}
-    for r in records:
-        by[(tuple(r.get("dims", dims)), r["count"], r["algorithm"], r["exact"])] = r["median_s"]
-    lost = []
-    for (d, count, alg, exact), t_lat in by.items():
-        if alg != "swing-lat":
-            continue
-        t_bw = by.get((d, count, "swing-bw", exact), by.get((d, count, "swing-bw", not exact)))
-        if t_bw is None:
-            continue
-        pick = choose(math.prod(d), d, count, ITEMSIZE, exact=exact, commutative=True, tuning=tuning)
-        got = t_lat if pick == "swing-lat" else t_bw
-        lost.append(got / min(t_lat, t_bw) - 1.0)
-    return sum(lost) / len(lost) if lost else 0.0
-
-
-def measure_gamma(comm, nbytes: int = 4 << 20, *, iters: int = 9) -> float:
-    """Seconds per byte of our float64 SUM kernel, all ranks reducing at once (max over ranks).
+def measure_gamma(comm: Any, nbytes: int = 4 << 20, *, iters: int = 9) -> float:
+    """Return seconds per byte of our float64 SUM kernel, all ranks reducing at once (max over ranks).
 
     Collective. Times :class:`swing_mpi.executor.Reducer` (the kernel the
     executor runs) on ``nbytes`` while every rank does the same, so shared
@@ -321,32 +349,28 @@ def measure_gamma(comm, nbytes: int = 4 << 20, *, iters: int = 9) -> float:
     return float(comm.allreduce(mine, op=MPI.MAX))
 
 
-def native_threshold(records: Sequence[dict[str, Any]], *, margin: float = DEFAULT_NATIVE_MARGIN) -> int | None:
-    """Below which size ``native`` should run, or ``None``.
+def native_threshold(m: Measured, *, margin: float = DEFAULT_NATIVE_MARGIN) -> int | None:
+    """Return below which size the model should hand vectors to ``native``, or ``None``.
 
-    At each measured size ``native`` wins if its median is at least
-    ``margin`` below the best of our series. The threshold is the step that
-    agrees with the most sizes (native below it, ours from it on; one noisy
-    size does not move it far); ties go to the smaller threshold. ``None``
-    when the best step is below the smallest size (native never).
+    At each size ``native`` wins if its float64 median is at least ``margin``
+    below the best of ours. The threshold is the step that agrees with the
+    most sizes (native below it, ours from it on); ties go to the smaller.
     """
-    by_size: dict[int, dict[str, float]] = {}
-    for r in records:
-        by_size.setdefault(r["nbytes"], {})[r["series"]] = r["median_s"]
-    sizes, wins = [], []
-    for n in sorted(by_size):
-        meds = by_size[n]
-        nat = [v for k, v in meds.items() if k.startswith("native")]
-        ours = [v for k, v in meds.items() if not k.startswith("native")]
-        if nat and ours:
-            sizes.append(n)
-            wins.append(nat[0] <= (1.0 - margin) * min(ours))
-    if not sizes:
+    nat = m.medians.get(f"{NATIVE}/float64")
+    if not nat:
         return None
-    best_i, best_err = 0, None
-    for i in range(len(sizes) + 1):  # native below sizes[i] (i = len: below everything measured)
+    sizes, wins = [], []
+    for i, n in enumerate(m.sizes):
+        ours = [m.medians[s.name][i] for s in m.series if s.algorithm != NATIVE and not s.exact]
+        ours_t = [t for t in ours if t is not None]
+        t_nat = nat[i]
+        if t_nat is not None and ours_t:
+            sizes.append(n)
+            wins.append(t_nat <= (1.0 - margin) * min(ours_t))
+    best_i, best_err = 0, len(sizes) + 1
+    for i in range(len(sizes) + 1):
         err = sum(1 for w in wins[:i] if not w) + sum(1 for w in wins[i:] if w)
-        if best_err is None or err < best_err:
+        if err < best_err:
             best_i, best_err = i, err
     if best_i == 0:
         return None
@@ -355,111 +379,140 @@ def native_threshold(records: Sequence[dict[str, Any]], *, margin: float = DEFAU
 
 # -- the command ------------------------------------------------------------------------
 
-
-
-def _table_sizes(p: int) -> list[int]:
-    return [8 << i for i in range(22)]  # 8 B … 16 MiB
-
-
-def calibrate(comm, *, sizes: Sequence[int], dims: tuple[int, ...], iters: int = DEFAULT_ITERS,
-              warmup: int = DEFAULT_WARMUP, native: bool = True, margin: float = DEFAULT_NATIVE_MARGIN,
-              progress: bool = True) -> tuple[Any, Fit, list[dict[str, Any]]]:
-    """Measure, fit and return ``(Tuning, Fit, records)``, the same on every rank (collective)."""
-    from .choose import Tuning
-
-    series = SERIES if native else tuple(s for s in SERIES if s.algorithm != "native")
-    records = measure(comm, sizes, dims=dims, iters=iters, warmup=warmup, series=series, progress=progress)
-    gamma = measure_gamma(comm, min(max(max(sizes), 64 << 10), 4 << 20))
-    f = fit(records, dims, gamma=gamma)
-    below = native_threshold(records, margin=margin) if native else None
+def calibrate(comm: Any, *, sizes: Sequence[int], dims: tuple[int, ...], iters: int = DEFAULT_ITERS,
+              warmup: int = DEFAULT_WARMUP, point_time: float = DEFAULT_POINT_TIME, drop: float = DEFAULT_DROP,
+              native: bool = True, exact: bool = True, margin: float = DEFAULT_NATIVE_MARGIN,
+              algorithms: Sequence[str] | None = None, progress: bool = True) -> tuple[Tuning, Fit, Measured]:
+    """Measure, build the tables, fit the model; return ``(Tuning, Fit, Measured)``, equal on every rank."""
     p = comm.Get_size()
+    forced = network_override()
+    series = series_for(dims, native=native, exact=exact, algorithms=algorithms)
+    if not [s for s in series if s.algorithm != NATIVE]:
+        raise ValueError("no algorithm of ours to measure")
+    m = measure(comm, sizes, series, dims=dims, iters=iters, warmup=warmup, point_time=point_time, drop=drop,
+                progress=progress)
+    gamma = measure_gamma(comm, min(max(max(m.sizes), 64 << 10), 4 << 20))
+    f = fit(m, dims, gamma=gamma, network=forced)
+    below = native_threshold(m, margin=margin) if native else None
     source = (f"swing-mpi calibrate on {socket.gethostname()}, p={p}, dims {'x'.join(map(str, dims))}, "
               f"{_dt.datetime.now().astimezone().isoformat(timespec='seconds')}")
-    return Tuning(f.alpha, f.beta, f.gamma, below, source, f.concurrent_lanes), f, records
+    tuning = Tuning(f.alpha, f.beta, f.gamma, below, f.network, tuple(tables_from(m, p=p, dims=dims)), source)
+    return tuning, f, m
 
 
-def report(tuning, f: Fit, records: Sequence[dict[str, Any]], *, p: int, dims: tuple[int, ...]) -> str:
-    names = []
-    for r in records:
-        if r["series"] not in names:
-            names.append(r["series"])
-    model = {(p_["nbytes"], p_["series"]): p_["model_s"] for p_ in f.points}
-    by = {(r["nbytes"], r["series"]): r["median_s"] for r in records}
-    sizes = sorted({r["nbytes"] for r in records})
-    lines = [f"# swing-mpi calibrate: p={p}, dims {'x'.join(map(str, dims))}; median us (model us)"]
-    head = f"{'size':>9} " + " ".join(f"{n:>22}" for n in names)
-    lines += [head, "-" * len(head)]
-    for n in sizes:
-        cells = []
-        for s in names:
-            v = by.get((n, s))
-            m = model.get((n, s))
-            cells.append(f"{v * 1e6:>10.1f}" + (f" ({m * 1e6:>8.1f})" if m is not None else " " * 11)
-                         if v is not None else " " * 22)
-        lines.append(f"{format_size(n):>9} " + " ".join(cells))
-    lines += [
-        "",
-        "# fit: T = per call + K·alpha + beta·sum_k m_k + gamma·reduced  (non-negative least squares on relative errors)",
-        f"alpha = {tuning.alpha * 1e6:.2f} us per step" + ("" if tuning.concurrent_lanes else " of a lane"),
-        f"beta  = {tuning.beta * 1e9:.4f} ns per byte moved in a step ({_rate(tuning.beta)})",
-        f"gamma = {tuning.gamma * 1e9:.4f} ns per reduced byte ({_rate(tuning.gamma)})"
-        + (", measured apart (reduction kernel, all ranks at once)" if f.gamma_measured else ""),
-        f"per call: {f.overhead * 1e6:.2f} us (every algorithm alike: not part of the choice)",
-        "lanes: " + ("concurrent (alpha per step, m_k = the busiest lane's bytes)" if tuning.concurrent_lanes
-                     else "serial (alpha and bytes per step of every lane, as on shared memory)"),
-        "  " + "; ".join(f"{'concurrent' if c else 'serial'}: rms error {f.rms[c] * 100:.1f} %, "
-                         f"time lost by its choices {f.regret.get(c, 0.0) * 100:.1f} %"
-                         for c in sorted(f.rms, reverse=True)),
-        f"fit quality: median |error| {f.median_abs_rel_error * 100:.1f} %, worst {f.max_abs_rel_error * 100:.1f} % "
-        f"over {len(f.points)} points",
-        "native_below_bytes = " + ("none (auto never hands vectors to MPI_Allreduce)"
-                                   if tuning.native_below_bytes is None else
-                                   f"{tuning.native_below_bytes} (auto runs MPI_Allreduce below "
-                                   f"{format_size(tuning.native_below_bytes)})"),
-        "",
-        f"# auto with this tuning on dims {'x'.join(map(str, dims))}: float64 SUM (inexact) | int64 SUM (exact)",
-    ]
-    lines += _auto_columns(tuning, p, dims)
+def _class_series(m: Measured, exact: bool) -> dict[str, Series]:
+    """Algorithm -> the series its times come from, for one op class (as :func:`tables_from` builds it)."""
+    out = {s.algorithm: s for s in m.series if not s.exact}
+    if exact:
+        out.update({s.algorithm: s for s in m.series if s.exact})
+    return out
+
+
+def _held_out(rounds: dict[str, list[float]]) -> float | None:
+    """Return auto / fastest when the pick is made on the even rounds and timed on the odd ones."""
+    import numpy as np
+
+    usable = {k: v for k, v in rounds.items() if len(v) >= 2}
+    if not usable:
+        return None
+    even = {k: float(np.median(v[0::2])) for k, v in usable.items()}
+    odd = {k: float(np.median(v[1::2])) for k, v in usable.items()}
+    pick = min(even, key=lambda k: even[k])
+    return odd[pick] / min(odd.values())
+
+
+def report(tuning: Tuning, f: Fit, m: Measured, *, p: int, dims: tuple[int, ...]) -> str:
+    """Return the calibration report: medians, auto / fastest per point, the fit and the decision table."""
+    from dataclasses import replace
+
+    from .choose import choose
+
+    shape = "x".join(map(str, dims))
+    model_only = replace(tuning, tables=())
+    lines = [f"# swing-mpi calibrate: p={p}, dims {shape}, {len(m.sizes)} sizes, {len(m.series)} series, "
+             f"measured in {m.seconds:.1f} s"]
+    has_exact = any(s.exact for s in m.series)
+    for exact in ((False, True) if has_exact else (False,)):
+        by_alg = _class_series(m, exact)
+        algs = list(by_alg)
+        lines += ["", f"## {'int64 SUM (exact ops)' if exact else 'float64 SUM (inexact ops)'}: median us "
+                      "(max over ranks per call); '-' not measured (clearly beaten at smaller sizes)",
+                  "## auto/fastest: pick from the even rounds, timed on the odd rounds (held out); "
+                  "model: what the model alone would pick there"]
+        head = f"| {'size':>9} | " + " | ".join(f"{a:>10}" for a in algs) + \
+            f" | {'fastest':<16} | {'auto/fastest':>12} | {'model':<16} | {'model/fastest':>13} |"
+        lines += [head, "|" + "|".join("-" * (len(c) + 0) for c in head.split("|")[1:-1]) + "|"]
+        for i, n in enumerate(m.sizes):
+            meds = {a: m.medians[s.name][i] for a, s in by_alg.items()}
+            got = {a: t for a, t in meds.items() if t is not None}
+            cells = [f"{got[a] * 1e6:>10.1f}" if a in got else f"{'-':>10}" for a in algs]
+            if not got:
+                continue
+            fastest = min(got, key=lambda a: got[a])
+            ho = _held_out({a: m.rounds[s.name][i] for a, s in by_alg.items() if meds[a] is not None})
+            mp = choose(p, dims, n // ITEMSIZE, ITEMSIZE, exact=exact, commutative=True, tuning=model_only)
+            mr = f"{got[mp] / got[fastest]:>13.2f}" if mp in got else f"{'(not run)':>13}"
+            lines.append(f"| {format_size(n):>9} | " + " | ".join(cells)
+                         + f" | {fastest:<16} | {(f'{ho:.2f}' if ho is not None else 'n/a'):>12} | {mp:<16} | {mr} |")
+    lines += ["", "# model for calls no table covers: T = per call + K*alpha + n*(moved*beta + reduced*gamma)",
+              f"gamma = {f.gamma * 1e9:.4f} ns per reduced byte (reduction kernel, all ranks at once)"]
+    for net in NETWORKS:
+        a, b, c0 = f.constants[net]
+        lines.append(f"{net:>5}: alpha = {a * 1e6:.2f} us, beta = {b * 1e9:.4f} ns/B, per call {c0 * 1e6:.1f} us, "
+                     f"rms relative error {f.rms[net] * 100:.1f} %" + ("  <- kept" if net == f.network else ""))
+    lines.append(f"network: {f.network} " + ("(forced by $SWING_MPI_NETWORK)" if f.forced else
+                                              "(the better fit)"))
+    nb = tuning.native_below_bytes
+    lines.append("native_below_bytes = " + ("none" if nb is None else f"{nb} (model: MPI_Allreduce below "
+                                                                     f"{format_size(nb)})"))
+    lines += ["", f"# decision table: what auto runs on p={p}, dims {shape} with this tuning"]
+    grid = [8 << i for i in range(24)]  # 8 B … 64 MiB
+    for exact in ((False, True) if has_exact else (False,)):
+        runs: list[tuple[int, int, str]] = []
+        for n in grid:
+            pick = choose(p, dims, n // ITEMSIZE, ITEMSIZE, exact=exact, commutative=True, tuning=tuning)
+            if runs and runs[-1][2] == pick:
+                runs[-1] = (runs[-1][0], n, pick)
+            else:
+                runs.append((n, n, pick))
+        lines.append(f"{'int64 SUM' if exact else 'float64 SUM'}: " + ", ".join(
+            f"{format_size(lo)}" + (f"-{format_size(hi)}" if hi != lo else "") + f" {a}" for lo, hi, a in runs))
+    lines += [f"note: {x}" for x in m.notes]
     return "\n".join(lines)
 
 
-def _auto_columns(tuning, p: int, dims: tuple[int, ...]) -> list[str]:
-    from .choose import choose
-
-    rows = [f"| {'size':>9} | {'float64 SUM':<11} | {'int64 SUM':<11} |", f"|{'-' * 10}:|{'-' * 13}|{'-' * 13}|"]
-    for n in _table_sizes(p):
-        a = choose(p, dims, n // ITEMSIZE, ITEMSIZE, exact=False, commutative=True, tuning=tuning)
-        b = choose(p, dims, n // ITEMSIZE, ITEMSIZE, exact=True, commutative=True, tuning=tuning)
-        rows.append(f"| {format_size(n):>9} | {a:<11} | {b:<11} |")
-    return rows
-
-
-def _rate(sec_per_byte: float) -> str:
-    return "0" if sec_per_byte <= 0 else f"{1.0 / sec_per_byte / 1e9:.2f} GB/s"
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add calibrate's options to ``parser``."""
     parser.add_argument("--sizes", "-m", default=DEFAULT_SIZES,
-                        help=f"vector bytes: MIN:MAX (powers of two), MIN:MAX:F or a list (default {DEFAULT_SIZES})")
-    parser.add_argument("--iters", "-i", type=int, default=DEFAULT_ITERS, help=f"timed calls per point ({DEFAULT_ITERS})")
-    parser.add_argument("--warmup", "-x", type=int, default=DEFAULT_WARMUP, help=f"untimed calls per point ({DEFAULT_WARMUP})")
+                        help=f"vector bytes: a list, MIN:MAX (powers of two) or MIN:MAX:F (default {DEFAULT_SIZES})")
+    parser.add_argument("--iters", "-i", type=int, default=DEFAULT_ITERS,
+                        help=f"most timed rounds per size ({DEFAULT_ITERS})")
+    parser.add_argument("--point-time", type=float, default=DEFAULT_POINT_TIME,
+                        help=f"seconds of timed calls per size before its rounds stop; at least one round "
+                             f"(default {DEFAULT_POINT_TIME})")
+    parser.add_argument("--drop", type=float, default=DEFAULT_DROP,
+                        help="stop measuring a candidate this many times slower than the fastest at two sizes "
+                             f"in a row and falling behind (default {DEFAULT_DROP})")
+    parser.add_argument("--warmup", "-x", type=int, default=DEFAULT_WARMUP,
+                        help=f"untimed calls per candidate and size ({DEFAULT_WARMUP})")
     parser.add_argument("--dims", default=None,
                         help="torus dims (default $SWING_MPI_DIMS, the communicator's Cartesian topology, or a ring)")
+    parser.add_argument("--algorithms", "-a", default=None,
+                        help="comma list of our algorithms to measure (default: every one valid on the torus)")
     parser.add_argument("--output", "-o", default=None,
-                        help="tuning file to write (default $SWING_MPI_TUNING if set, else ~/.config/swing_mpi/tuning.json)")
+                        help="tuning file to write (default $SWING_MPI_TUNING if set, else "
+                             "~/.config/swing_mpi/tuning.json)")
     parser.add_argument("--dry-run", action="store_true", help="measure and report; write nothing")
     parser.add_argument("--no-native", action="store_true",
                         help="do not measure MPI_Allreduce; auto never hands vectors to it")
+    parser.add_argument("--no-exact", action="store_true",
+                        help="measure float64 SUM only (no int64 table for exact ops)")
     parser.add_argument("--native-margin", type=float, default=DEFAULT_NATIVE_MARGIN,
-                        help="native must be this fraction faster than ours to get a size (default 0.1)")
+                        help="for the model: native must be this fraction faster than ours to get a size (0.1)")
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
 
 
-def _output_path(args: argparse.Namespace):
-    from pathlib import Path
-
-    from .choose import TUNING_ENV, default_tuning_path
-
+def _output_path(args: argparse.Namespace) -> Path:
     if args.output:
         return Path(args.output)
     env = os.environ.get(TUNING_ENV, "").strip()
@@ -469,24 +522,32 @@ def _output_path(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
+    """Run ``swing-mpi calibrate`` on ``MPI.COMM_WORLD`` (collective)."""
     from mpi4py import MPI
 
-    from .choose import save_tuning
+    from .state import dims_for
     from .topology import parse_dims
 
     comm = MPI.COMM_WORLD
     p, rank = comm.Get_size(), comm.Get_rank()
+    t0 = time.perf_counter()
     try:
         sizes = parse_sizes(args.sizes)
         if args.iters < 1:
             raise ValueError("--iters must be at least 1")
         if not 0 <= args.native_margin < 1:
             raise ValueError("--native-margin must be in [0, 1)")
-        if args.dims:
-            dims = tuple(parse_dims(args.dims, p))
-        else:
-            from .api import _dims_for
-            dims = tuple(_dims_for(comm, None))
+        if args.drop <= 1 or args.point_time <= 0:
+            raise ValueError("--drop must be above 1 and --point-time above 0")
+        dims = tuple(parse_dims(args.dims, p)) if args.dims else tuple(dims_for(comm, None))
+        algorithms = None
+        if args.algorithms:
+            algorithms = [a.strip() for a in args.algorithms.split(",") if a.strip()]
+            unknown = [a for a in algorithms if a not in ALGORITHMS and a != NATIVE]
+            if unknown:
+                raise ValueError(f"unknown algorithm(s) {', '.join(unknown)}; known: {', '.join(ALGORITHMS)}")
+            algorithms.append(NATIVE)
+        network_override()
     except ValueError as e:
         if rank == 0:
             print(f"swing-mpi calibrate: {e}", file=sys.stderr)
@@ -496,14 +557,16 @@ def run(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
     if not args.quiet:
-        _say(comm, f"calibrate: p={p}, dims {'x'.join(map(str, dims))}, {len(sizes)} sizes, "
-                   f"{args.iters} iters + {args.warmup} warmup")
-    tuning, f, records = calibrate(comm, sizes=sizes, dims=dims, iters=args.iters, warmup=args.warmup,
-                                   native=not args.no_native, margin=args.native_margin,
-                                   progress=not args.quiet)
+        _say(comm, f"calibrate: p={p}, dims {'x'.join(map(str, dims))}, {len(sizes)} sizes, up to {args.iters} "
+                   f"rounds or {args.point_time:g} s per size")
+    tuning, f, m = calibrate(comm, sizes=sizes, dims=dims, iters=args.iters, warmup=args.warmup,
+                             point_time=args.point_time, drop=args.drop, native=not args.no_native,
+                             exact=not args.no_exact, margin=args.native_margin, algorithms=algorithms,
+                             progress=not args.quiet)
     rc = 0
     if rank == 0:
-        print(report(tuning, f, records, p=p, dims=dims), flush=True)
+        print(report(tuning, f, m, p=p, dims=dims), flush=True)
+        print(f"# calibrate took {time.perf_counter() - t0:.1f} s", flush=True)
         if args.dry_run:
             print("# --dry-run: nothing written", flush=True)
         else:
@@ -511,14 +574,11 @@ def run(args: argparse.Namespace) -> int:
             extra = {
                 "p": p, "dims": list(dims), "host": socket.gethostname(),
                 "mpi_library": MPI.Get_library_version().splitlines()[0].strip(),
-                "python": platform.python_version(), "sizes": list(sizes),
-                "iters": args.iters, "warmup": args.warmup,
-                "fit": {"median_abs_rel_error": f.median_abs_rel_error, "max_abs_rel_error": f.max_abs_rel_error,
-                        "points": len(f.points)},
-                "measured": [dict(r) for r in records],
-                "gamma_measured": f.gamma_measured, "call_overhead": f.overhead,
-                "lane_modes": {("concurrent" if k else "serial"): {"rms": f.rms[k], "regret": f.regret.get(k)}
-                               for k in f.rms},
+                "python": platform.python_version(), "sizes": list(m.sizes), "iters": args.iters,
+                "point_time": args.point_time, "drop": args.drop, "warmup": args.warmup,
+                "fit": {net: {"alpha": a, "beta": b, "per_call": c0, "rms": f.rms[net]}
+                        for net, (a, b, c0) in f.constants.items()},
+                "network_forced": f.forced, "notes": m.notes, "seconds": m.seconds,
             }
             try:
                 save_tuning(tuning, path, extra=extra)
@@ -530,7 +590,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="swing-mpi calibrate", description=__doc__.splitlines()[0])
+    """Parse ``argv`` and run."""
+    parser = argparse.ArgumentParser(prog="swing-mpi calibrate", description=(__doc__ or "").splitlines()[0])
     add_arguments(parser)
     return run(parser.parse_args(argv))
 

@@ -1,4 +1,4 @@
-"""``swing-mpi`` (also ``python -m swing_mpi``): schedule, model, bench, lab, calibrate.
+"""``swing-mpi`` (also ``python -m swing_mpi``): schedule, model, bench, lab, calibrate, choose.
 
 Each subcommand lives in its own module exposing ``add_arguments(parser)``
 and ``run(args) -> int``; they are imported only when used, so
@@ -18,9 +18,11 @@ __all__ = ["main", "build_parser"]
 SUBCOMMANDS = {
     "schedule": ("swing_mpi.cli", "print a rank's schedule (peers, ports, blocks) as a table or JSON"),
     "model": ("swing_mpi.model.cli", "cost model and congestion: steps, Λ, Ψ, Ξ, goodput, crossovers"),
-    "bench": ("swing_mpi.bench", "benchmark allreduce algorithms against MPI_Allreduce (run under mpiexec)"),
+    "bench": ("swing_mpi.bench", "benchmark our collectives against the MPI library's own (run under mpiexec)"),
     "lab": ("swing_mpi.lab.cli", "build an emulated torus of rate-limited links and run MPI across it (root)"),
-    "calibrate": ("swing_mpi.calibrate", "measure α, β and γ here and write the tuning file `auto` reads (mpiexec)"),
+    "calibrate": ("swing_mpi.calibrate", "measure every candidate here and write the tuning file `auto` reads "
+                  "(mpiexec)"),
+    "choose": ("swing_mpi.choose_cli", "what `auto` runs for a call, and every candidate's measured or modelled time"),
 }
 
 
@@ -41,7 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _block_ids(ranges, blocks) -> list[int]:
-    """Indices of the blocks (``(start, stop)`` list) that ``ranges`` cover."""
+    """Return the indices of the blocks (``(start, stop)`` list) that ``ranges`` cover."""
     return [i for i, (a, b) in enumerate(blocks) if b > a and any(x < b and a < y for x, y in ranges)]
 
 
@@ -117,6 +119,7 @@ def run(args: argparse.Namespace) -> int:
 # -- main -----------------------------------------------------------------------------
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """Build the parser; only the subcommand named in ``argv`` (all without one) is imported."""
     parser = argparse.ArgumentParser(prog="swing-mpi", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     wanted = None
@@ -136,6 +139,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run ``swing-mpi``; return the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(argv)
     args = parser.parse_args(argv)

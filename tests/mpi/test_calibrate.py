@@ -1,6 +1,6 @@
-"""``swing-mpi calibrate`` under mpiexec (tiny sizes and iterations), and tuning_for_comm.
+"""``swing-mpi calibrate`` under mpiexec (tiny sizes and rounds), and the same choice on every rank.
 
-mpiexec -n 4 python -m pytest --with-mpi tests/mpi/test_calibrate.py
+mpiexec -n 4 python -m mpi4py -m pytest --with-mpi tests/mpi/test_calibrate.py
 """
 
 from __future__ import annotations
@@ -19,36 +19,59 @@ def _all_equal(comm, value) -> bool:
 
 
 @pytest.mark.mpi(min_size=2)
-def test_calibrate_writes_a_tuning_that_loads(mpi_tmp_path, capsys):
+def test_calibrate_writes_a_decision_table_that_auto_uses(mpi_tmp_path, capsys, monkeypatch):
     from mpi4py import MPI
 
     from swing_mpi import calibrate
-    from swing_mpi.choose import Tuning, load_tuning
+    from swing_mpi.api import allreduce, resolve
+    from swing_mpi.choose import candidates, explain
+    from swing_mpi.state import comm_state
+    from swing_mpi.tuning import Tuning, load_tuning
 
     comm = MPI.COMM_WORLD
     p = comm.Get_size()
     out = mpi_tmp_path / "tuning.json"
-    rc = calibrate.main(["--sizes", "8,4K", "--iters", "2", "--warmup", "1", "--quiet", "--output", str(out)])
+    rc = calibrate.main(["--sizes", "8,4K", "--iters", "2", "--warmup", "0", "--quiet", "--output", str(out)])
     printed = capsys.readouterr().out
     assert rc == 0
     comm.Barrier()
     if comm.Get_rank() == 0:
-        assert "alpha =" in printed and "fit quality" in printed and f"wrote {out}" in printed
-        assert "| float64 SUM" in printed
+        assert "auto/fastest" in printed and "# decision table" in printed and f"wrote {out}" in printed
+        assert "network:" in printed and "float64 SUM" in printed and "int64 SUM" in printed
     else:
         assert printed == ""
     data = json.loads(out.read_text())
-    assert data["version"] == 1 and data["p"] == p and data["dims"] == [p]
-    for k in ("alpha", "beta", "gamma"):
-        assert isinstance(data[k], float) and math.isfinite(data[k]) and data[k] >= 0
-    assert data["alpha"] + data["beta"] + data["gamma"] > 0
-    assert data["native_below_bytes"] is None or data["native_below_bytes"] in (4096, 4097)
-    assert {(m["nbytes"], m["series"]) for m in data["measured"]} == {
-        (n, s) for n in (8, 4096) for s in ("swing-lat/int64", "swing-lat/float64", "swing-bw/float64",
-                                            "native/float64")}
+    assert data["version"] == 2 and data["p"] == p and data["dims"] == [p]
+    assert data["network"] in ("torus", "flat")
+    assert {t["exact"] for t in data["tables"]} == {True, False}
+    inexact = next(t for t in data["tables"] if not t["exact"])
+    assert inexact["sizes"] == [8, 4096] and inexact["p"] == p
+    assert set(inexact["times_s"]) == set(candidates((p,), exact=False, commutative=True))
+    assert all(v is None or v > 0 for ts in inexact["times_s"].values() for v in ts)
     t = load_tuning(out)
-    assert isinstance(t, Tuning) and t.alpha == data["alpha"] and t.source == str(out)
-    assert _all_equal(comm, (t.alpha, t.beta, t.gamma, t.native_below_bytes))
+    assert isinstance(t, Tuning) and t.table_for(p, (p,), exact=False, commutative=True) is not None
+    assert _all_equal(comm, t)
+    # auto on a new communicator reads the file (rank 0) and decides from the table, alike on every rank
+    monkeypatch.setenv("SWING_MPI_TUNING", str(out))
+    dup = comm.Dup()
+    try:
+        tuning = comm_state(dup).tuning
+        assert tuning == t
+        for n in (8, 1024, 4096, 1 << 20):
+            pick = resolve("auto", p, n, MPI.SUM, MPI.DOUBLE, dims=(p,), count=n // 8, tuning=tuning)
+            assert _all_equal(comm, pick)
+            assert pick == explain(p, (p,), n, exact=False, tuning=tuning).pick
+            assert explain(p, (p,), n, exact=False, tuning=tuning).source == "measured"
+        import numpy as np
+
+        x = np.arange(512, dtype=np.float64) + comm.Get_rank()
+        y = np.empty_like(x)
+        allreduce(dup, x, y, MPI.SUM, algorithm="auto")
+        ref = np.empty_like(x)
+        comm.Allreduce(x, ref, op=MPI.SUM)
+        assert np.allclose(y, ref)
+    finally:
+        dup.Free()
 
 
 @pytest.mark.mpi(min_size=2)
@@ -59,65 +82,102 @@ def test_dry_run_writes_nothing(mpi_tmp_path, capsys):
 
     comm = MPI.COMM_WORLD
     out = mpi_tmp_path / "dry.json"
-    rc = calibrate.main(["--sizes", "8", "--iters", "1", "--warmup", "0", "--quiet", "--no-native",
-                         "--dry-run", "--output", str(out)])
+    rc = calibrate.main(["--sizes", "8", "--iters", "1", "--warmup", "0", "--quiet", "--no-native", "--no-exact",
+                         "--algorithms", "ring,recdoub", "--dry-run", "--output", str(out)])
     printed = capsys.readouterr().out
     assert rc == 0
     comm.Barrier()
     assert not out.exists()
     if comm.Get_rank() == 0:
         assert "nothing written" in printed and "native_below_bytes = none" in printed
+        head = next(line for line in printed.splitlines() if line.startswith("|") and "size" in line)
+        assert "ring" in head and "recdoub" in head and "swing-bw" not in head
 
 
 @pytest.mark.mpi(min_size=2)
-def test_calibrate_function_same_on_all_ranks():
+def test_bad_arguments_fail_on_every_rank(capsys, monkeypatch):
+    from swing_mpi import calibrate
+
+    assert calibrate.main(["--sizes", "8", "--algorithms", "nope"]) == 2
+    monkeypatch.setenv("SWING_MPI_NETWORK", "hypercube")
+    assert calibrate.main(["--sizes", "8"]) == 2
+
+
+@pytest.mark.mpi(min_size=2)
+def test_calibrate_function_agrees_on_all_ranks():
     from mpi4py import MPI
 
     from swing_mpi.calibrate import calibrate
 
     comm = MPI.COMM_WORLD
     p = comm.Get_size()
-    tuning, fit, records = calibrate(comm, sizes=[8, 2048], dims=(p,), iters=2, warmup=0, progress=False)
-    assert len(records) == 2 * 4 and len(fit.points) == 2 * 3
-    assert all(r["median_s"] > 0 for r in records)
-    assert _all_equal(comm, (tuning.alpha, tuning.beta, tuning.gamma, tuning.native_below_bytes))
+    tuning, fit, m = calibrate(comm, sizes=[8, 64 << 10, 256 << 10, 1 << 20], dims=(p,), iters=2, warmup=0,
+                               algorithms=["ring", "swing-lat"], native=False, exact=False, drop=1.5,
+                               progress=False)
+    assert [s.name for s in m.series] == ["swing-lat/float64", "ring/float64"]
+    assert _all_equal(comm, (tuning, m.medians))
+    for ts in m.medians.values():  # once dropped, never measured again
+        assert ts[0] is not None and all(t is None for t in ts[next((i for i, t in enumerate(ts) if t is None),
+                                                                    len(ts)):])
+    assert all(t is not None for t in m.medians["ring/float64"]) or m.medians["swing-lat/float64"][-1] is not None
+    assert fit.network in ("torus", "flat") and math.isfinite(fit.rms[fit.network])
 
 
 @pytest.mark.mpi(min_size=2)
 def test_tuning_for_comm_equal_on_all_ranks(mpi_tmp_path, monkeypatch):
-    """Only rank 0's file counts: other ranks point at a broken one, and still agree (no warning)."""
+    """Only rank 0's file and environment count: other ranks point at a broken file and another network."""
     import warnings
 
     from mpi4py import MPI
 
-    from swing_mpi.choose import DEFAULT_TUNING, Tuning, save_tuning, tuning_for_comm
+    from swing_mpi.choose import choose
+    from swing_mpi.tuning import DEFAULT_TUNING, DecisionTable, Tuning, save_tuning, tuning_for_comm
 
     comm = MPI.COMM_WORLD
-    rank = comm.Get_rank()
+    rank, p = comm.Get_rank(), comm.Get_size()
     good = mpi_tmp_path / "good.json"
     bad = mpi_tmp_path / f"bad{rank}.json"
+    table = DecisionTable(p=p, dims=(p,), exact=False, sizes=(8, 1 << 20),
+                          times=(("ring", (1e-5, 1e-3)), ("recdoub", (2e-6, 5e-3))))
     if rank == 0:
-        save_tuning(Tuning(3.25e-5, 1.5e-10, 2.5e-10, 512, "t"), good)
+        save_tuning(Tuning(3.25e-5, 1.5e-10, 2.5e-10, native_below_bytes=512, network="torus", tables=(table,),
+                           source="t"), good)
     bad.write_text("{broken")
     comm.Barrier()
     monkeypatch.setenv("SWING_MPI_TUNING", str(good if rank == 0 else bad))
+    if rank:
+        monkeypatch.setenv("SWING_MPI_NETWORK", "flat")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         t = tuning_for_comm(comm)
-    assert (t.alpha, t.beta, t.gamma, t.native_below_bytes) == (3.25e-5, 1.5e-10, 2.5e-10, 512)
-    assert t.source == str(good)
+    assert (t.alpha, t.native_below_bytes, t.network, t.tables) == (3.25e-5, 512, "torus", (table,))
     assert _all_equal(comm, t)
-    # on a sub-communicator too (rank 0 of the split reads; the others follow it)
+    picks = [choose(p, (p,), n // 8, 8, exact=False, commutative=True, tuning=t) for n in (8, 1 << 16, 1 << 20)]
+    assert _all_equal(comm, picks) and picks[0] == "recdoub" and picks[-1] == "ring"
     sub = comm.Split(rank % 2, rank)
     try:
         if rank % 2:
             monkeypatch.setenv("SWING_MPI_TUNING", "default")
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")
-            ts = tuning_for_comm(sub)
-        expected = t if rank % 2 == 0 else DEFAULT_TUNING
-        assert ts == expected
+            monkeypatch.delenv("SWING_MPI_NETWORK")
+        ts = tuning_for_comm(sub)
+        assert ts == (t if rank % 2 == 0 else DEFAULT_TUNING)
         assert _all_equal(sub, ts)
     finally:
         sub.Free()
+    comm.Barrier()
+
+
+@pytest.mark.mpi(min_size=2)
+def test_bad_network_on_rank_0_raises_on_every_rank(monkeypatch):
+    from mpi4py import MPI
+
+    from swing_mpi.tuning import tuning_for_comm
+
+    comm = MPI.COMM_WORLD
+    if comm.Get_rank() == 0:
+        monkeypatch.setenv("SWING_MPI_NETWORK", "bus")
+    else:
+        monkeypatch.delenv("SWING_MPI_NETWORK", raising=False)
+    with pytest.raises(ValueError, match="expected one of: torus, flat"):
+        tuning_for_comm(comm)
     comm.Barrier()

@@ -1,0 +1,98 @@
+"""``swing-mpi choose``: what ``auto`` runs for a call, and every candidate's time with where it came from.
+
+No MPI: the tuning is read as rank 0 would read it (``--tuning FILE``, else
+``$SWING_MPI_TUNING``, the config file or the built-in defaults), and the op
+facts (exact, commutative, bit-identical in ``MPI_Allreduce``) are derived
+from ``--dtype`` and ``--op`` the way the API derives them from MPI's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from dataclasses import replace
+
+from .choose import COLLECTIVES, explain
+from .model.features import NETWORKS
+from .tuning import Tuning, load_tuning
+from .units import format_size, parse_size
+
+__all__ = ["add_arguments", "run", "op_facts", "DTYPES", "OPS"]
+
+DTYPES = {"float64": 8, "float32": 4, "int64": 8, "int32": 4, "uint8": 1, "complex128": 16}
+OPS = ("sum", "prod", "max", "min", "band", "bor", "bxor")
+
+
+def op_facts(dtype: str, op: str) -> tuple[bool, bool]:
+    """Return ``(exact, native_ok)`` for a predefined op on a dtype (as :mod:`swing_mpi.opfacts` decides)."""
+    if dtype not in DTYPES:
+        raise ValueError(f"unknown dtype {dtype!r}; known: {', '.join(DTYPES)}")
+    if op not in OPS:
+        raise ValueError(f"unknown op {op!r}; known: {', '.join(OPS)}")
+    integer = dtype.startswith(("int", "uint"))
+    if op in ("band", "bor", "bxor"):
+        if not integer:
+            raise ValueError(f"{op} needs an integer dtype, not {dtype}")
+        return True, True
+    exact = integer
+    return exact, exact or op in ("sum", "prod")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the options of ``swing-mpi choose``."""
+    parser.add_argument("--dims", required=True, help="torus dims, e.g. 3x4 (a ring: 12)")
+    parser.add_argument("--size", "-s", required=True, help="vector bytes, e.g. 4MiB, 64K, 8")
+    parser.add_argument("--dtype", "-d", default="float64", choices=list(DTYPES))
+    parser.add_argument("--op", "-o", default="sum", choices=list(OPS))
+    parser.add_argument("--noncommutative", action="store_true", help="a user-defined non-commutative op")
+    parser.add_argument("--collective", default="allreduce", choices=list(COLLECTIVES))
+    parser.add_argument("--tuning", "-t", default=None,
+                        help="tuning file (default: $SWING_MPI_TUNING, ~/.config/swing_mpi/tuning.json, built-in)")
+    parser.add_argument("--network", choices=list(NETWORKS), default=None,
+                        help="price the model on this network kind (as $SWING_MPI_NETWORK does)")
+    parser.add_argument("--json", action="store_true", help="print JSON")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the pick and every candidate's estimate."""
+    from .topology import parse_dims
+
+    try:
+        dims = tuple(parse_dims(args.dims))
+        nbytes = parse_size(args.size)
+        exact, native_ok = op_facts(args.dtype, args.op)
+        if args.noncommutative:
+            exact, native_ok = False, False
+        tuning: Tuning = load_tuning(args.tuning)
+        if args.network:
+            tuning = replace(tuning, network=args.network)
+        p = math.prod(dims)
+        d = explain(p, dims, nbytes, exact=exact, commutative=not args.noncommutative, native_ok=native_ok,
+                    tuning=tuning, collective=args.collective)
+    except ValueError as err:
+        print(f"swing-mpi choose: {err}", file=sys.stderr)
+        return 2
+    shape = "x".join(map(str, dims))
+    if args.json:
+        print(json.dumps({
+            "pick": d.pick, "decided_by": d.source, "collective": args.collective, "dims": list(dims), "p": p,
+            "nbytes": nbytes, "dtype": args.dtype, "op": "noncommutative" if args.noncommutative else args.op,
+            "exact": exact, "native_ok": native_ok, "network": tuning.network, "tuning": tuning.source,
+            "candidates": [{"algorithm": e.algorithm, "seconds": e.seconds, "source": e.source, "detail": e.detail}
+                           for e in d.estimates],
+        }, indent=1))
+        return 0
+    op = "non-commutative op" if args.noncommutative else f"{args.dtype} {args.op.upper()}"
+    print(f"# {args.collective} of {format_size(nbytes)} {op} on {shape} (p={p}); "
+          f"{'exact' if exact else 'inexact'} op; network {tuning.network}; tuning: {tuning.source}")
+    print(f"auto runs: {d.pick}  (decided by {d.source})")
+    w = max([len(e.algorithm) for e in d.estimates] + [9])
+    print(f"{'candidate':<{w}}  {'time':>12}  source    where the number comes from")
+    for e in sorted(d.estimates, key=lambda e: (e.seconds is None, e.seconds or 0.0)):
+        t = "-" if e.seconds is None else (f"{e.seconds * 1e6:.1f} us" if e.seconds < 1e-2
+                                           else f"{e.seconds * 1e3:.2f} ms")
+        mark = " *" if e.algorithm == d.pick else "  "
+        print(f"{e.algorithm:<{w}}{mark}{t:>12}  {e.source:<8}  {e.detail}")
+    return 0
