@@ -3,9 +3,11 @@
 :func:`blast` starts one agent per node involved, each inside its node's namespace
 (a fresh interpreter running :func:`agent_main` with a JSON config); every agent accepts one connection from
 each of its senders, sends to each of its receivers, and reports the bytes per second
-it received from each sender inside a common measuring window. Starting all agents at
-one wall-clock moment and counting only after a warm-up lets TCP reach its steady rate,
-so the numbers say what the token buckets allow, not how fast connections open.
+it received from each sender inside a common measuring window. Every agent first
+listens and says ``ready``; only when all are ready does :func:`blast` hand them one
+common start time (interpreters start slowly on a busy machine with 64 nodes). Counting
+only after a warm-up lets TCP reach its steady rate, so the numbers say what the token
+buckets allow, not how fast connections open.
 """
 
 from __future__ import annotations
@@ -40,7 +42,6 @@ def blast(plan: LabPlan, flows: Sequence[tuple[int, int]], seconds: float, *, wa
     when an agent fails (a connection refused means a route or link is broken).
     """
     nodes = sorted({n for f in flows for n in f})
-    start = time.time() + 1.0 + 0.08 * len(nodes)
     procs: dict[int, subprocess.Popen] = {}
     pkg_parent = str(Path(__file__).resolve().parents[2])
     env = dict(os.environ)
@@ -52,16 +53,28 @@ def blast(plan: LabPlan, flows: Sequence[tuple[int, int]], seconds: float, *, wa
                 "port": AGENT_PORT,
                 "recv_from": [plan.address(s) for s, d in flows if d == r],
                 "send_to": [plan.address(d) for s, d in flows if s == r],
-                "start": start,
                 "warm": warm,
                 "seconds": seconds,
             }
             argv = ["ip", "netns", "exec", plan.namespace(r), sys.executable, "-c", _ENTRY, json.dumps(cfg)]
-            procs[r] = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+            procs[r] = subprocess.Popen(
+                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+            )
+        for r, p in procs.items():  # every agent listens before anyone sends
+            assert p.stdout is not None
+            if p.stdout.readline().strip() != "ready":
+                p.wait(timeout=10)
+                err = p.stderr.read() if p.stderr else ""
+                raise LabError(f"rate agent in {plan.namespace(r)} did not start: {err.strip()[-2000:]}")
+        start = time.time() + 0.5
+        for p in procs.values():
+            assert p.stdin is not None
+            p.stdin.write(f"{start!r}\n")
+            p.stdin.flush()
         results: dict[int, dict[str, float]] = {}
         deadline = start + warm + seconds + 20
         for r, p in procs.items():
-            out, err = p.communicate(timeout=max(1.0, deadline - time.time()))
+            out, err = p.communicate(timeout=max(1.0, deadline - time.time()))  # closes stdin too
             if p.returncode != 0:
                 raise LabError(f"rate agent in {plan.namespace(r)} failed: {err.strip()[-2000:]}")
             results[r] = json.loads(out)
@@ -76,14 +89,14 @@ def blast(plan: LabPlan, flows: Sequence[tuple[int, int]], seconds: float, *, wa
 def agent_main(argv: Sequence[str] | None = None) -> int:
     """Run one node's agent: config JSON in ``argv[0]`` (default ``sys.argv[1]``), rates JSON on stdout.
 
-    Receives one connection from each ``recv_from`` address and sends to each
-    ``send_to`` address from ``start`` until ``start + warm + seconds``; prints the
+    Listens, prints ``ready``, reads the start time (seconds since the epoch) from
+    stdin, then receives one connection from each ``recv_from`` address and sends to
+    each ``send_to`` address from ``start`` until ``start + warm + seconds``; prints the
     bytes per second received from each sender within ``[start + warm, start + warm +
     seconds]``. Returns 1 (errors on stderr) when a connection fails.
     """
     cfg: dict[str, Any] = json.loads((sys.argv[1:] if argv is None else list(argv))[0])
-    start, warm, secs = cfg["start"], cfg["warm"], cfg["seconds"]
-    w0, w1 = start + warm, start + warm + secs
+    warm, secs = cfg["warm"], cfg["seconds"]
     counted: dict[str, int] = {}
     errors: list[str] = []
     lock = threading.Lock()
@@ -92,6 +105,12 @@ def agent_main(argv: Sequence[str] | None = None) -> int:
     srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     srv.bind((cfg["addr"], cfg["port"]))
     srv.listen(64)
+    print("ready", flush=True)
+    line = sys.stdin.readline()
+    if not line.strip():
+        return 1  # the driver gave up before the start
+    start = float(line)
+    w0, w1 = start + warm, start + warm + secs
     srv.settimeout(max(5.0, w1 - time.time() + 5))
 
     def receiver(conn: socket.socket, peer: str) -> None:

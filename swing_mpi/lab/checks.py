@@ -104,6 +104,14 @@ class CheckResult:
                     f"  {r.name:<6} {len(r.flows):>5} {r.mean:>10.3f} {r.min:>7.3f} {r.max:>7.3f} "
                     f"{100 * r.fraction:>6.1f}%  {r.description}"
                 )
+            busy = [r for r in self.rates if r.name == "all" and r.mb_per_s]
+            if busy and busy[0].fraction < 0.8:
+                total = sum(busy[0].mb_per_s)
+                fits = 0.9 * total / len(busy[0].flows) * 8
+                lines.append(
+                    f"  every link busy: {total:.0f} MB/s through this machine in all, {100 * busy[0].fraction:.0f}% "
+                    f"of R per link: the CPUs, not the links, limit; about {fits:.0f} Mbit/s per link would fit"
+                )
         lines.append("check: " + ("OK" if self.ok else "FAILED"))
         return "\n".join(lines)
 
