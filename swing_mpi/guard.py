@@ -28,12 +28,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 from mpi4py import MPI
 
 __all__ = ["CollectiveMismatchError", "CHECK_DEFAULT", "SIGNATURE_LEN", "MAX_DIMS", "signature", "describe",
-           "verify"]
+           "verify", "checked_call"]
 
 CHECK_DEFAULT = os.environ.get("SWING_MPI_CHECK", "").strip().lower() not in ("", "0", "no", "off", "false")
 """``$SWING_MPI_CHECK``, read at import: whether calls check their arguments across ranks by default."""
@@ -45,12 +46,15 @@ _OP_NAMES = ("SUM", "PROD", "MAX", "MIN", "LAND", "BAND", "LOR", "BOR", "LXOR", 
              "REPLACE", "NO_OP")
 
 # signature layout: one int64 per slot
-_COUNT, _DT_KIND, _DT_CODE, _DT_SIZE, _DT_EXTENT, _OP_KIND, _OP_CODE, _OP_COMMUTE, _ALGO, _NDIMS = range(10)
-_DIMS = 10
+(_STATUS, _COUNT, _DT_KIND, _DT_CODE, _DT_SIZE, _DT_EXTENT, _OP_KIND, _OP_CODE, _OP_COMMUTE, _ALGO,
+ _NDIMS) = range(11)
+_DIMS = 11
 SIGNATURE_LEN = _DIMS + MAX_DIMS
 """Length of a signature, in 64-bit integers."""
 
 _PREDEFINED, _DERIVED = 1, 2
+_ERRORS = (TypeError, ValueError)
+"""A rank whose arguments fail the local checks shares that (status ``1 + index`` here) instead of a signature."""
 
 
 class CollectiveMismatchError(ValueError):
@@ -151,6 +155,14 @@ def _groups(rows: np.ndarray, text: Callable[[np.ndarray], str]) -> dict[str, li
     return out
 
 
+def _status_text(row: np.ndarray) -> str:
+    status = int(row[_STATUS])
+    if not status:
+        return "valid"
+    name = _ERRORS[status - 1].__name__ if 0 < status <= len(_ERRORS) else "an error"
+    return f"rejected locally ({name})"
+
+
 def describe(rows: np.ndarray) -> tuple[str, dict[str, dict[str, list[int]]]] | None:
     """Return (message, fields) for the gathered signatures ``rows`` (one per rank), or None if they agree.
 
@@ -158,6 +170,9 @@ def describe(rows: np.ndarray) -> tuple[str, dict[str, dict[str, list[int]]]] | 
     """
     rows = np.asarray(rows, np.int64).reshape(-1, SIGNATURE_LEN)
     fields: dict[str, dict[str, list[int]]] = {}
+    if rows[:, _STATUS].any():  # a rank's arguments failed its local checks: its other slots mean nothing
+        fields["arguments"] = _groups(rows, _status_text)
+        return _message(fields), fields
     if len(set(rows[:, _COUNT].tolist())) > 1:
         fields["count"] = _groups(rows, lambda r: str(int(r[_COUNT])))
     predefined = rows[rows[:, _DT_KIND] == _PREDEFINED]
@@ -172,23 +187,69 @@ def describe(rows: np.ndarray) -> tuple[str, dict[str, dict[str, list[int]]]] | 
         fields["dims"] = _groups(rows, _dims_text)
     if not fields:
         return None
-    parts = [f"{field} differs: " + "; ".join(f"{value} on {_ranks_text(ranks)}" for value, ranks in groups.items())
-             for field, groups in fields.items()]
-    return "; ".join(parts), fields
+    return _message(fields), fields
 
 
-def verify(comm: MPI.Intracomm, *, count: int, datatype: MPI.Datatype, op: MPI.Op, algorithm: str,
-           dims: Sequence[int], operation: str = "allreduce") -> None:
+def _message(fields: dict[str, dict[str, list[int]]]) -> str:
+    return "; ".join(f"{field} differs: " + "; ".join(f"{value} on {_ranks_text(ranks)}"
+                                                     for value, ranks in groups.items())
+                     for field, groups in fields.items())
+
+
+def verify(comm: MPI.Intracomm, *, count: int = 0, datatype: MPI.Datatype = MPI.BYTE, op: MPI.Op = MPI.SUM,
+           algorithm: str = "", dims: Sequence[int] = (), operation: str = "allreduce",
+           error: Exception | None = None) -> None:
     """Compare this call's arguments with every other rank's; raise :class:`CollectiveMismatchError` if any differ.
 
     Collective over ``comm`` (pass the library's private duplicate, so no user message can match):
-    one ``Allgather`` of the signatures. Every rank raises, or none does.
+    one ``Allgather`` of the signatures. Every rank raises, or none does. ``error``: this rank's
+    arguments failed its local checks; the others learn it (and raise), this rank raises ``error``.
     """
-    mine = signature(count=count, datatype=datatype, op=op, algorithm=algorithm, dims=dims)
+    if error is not None:
+        mine = np.zeros(SIGNATURE_LEN, np.int64)
+        mine[_STATUS] = next((i + 1 for i, kind in enumerate(_ERRORS) if isinstance(error, kind)), len(_ERRORS) + 1)
+    else:
+        mine = signature(count=count, datatype=datatype, op=op, algorithm=algorithm, dims=dims)
     rows = np.empty((comm.Get_size(), SIGNATURE_LEN), np.int64)
     comm.Allgather([mine, MPI.INT64_T], [rows, MPI.INT64_T])
+    if error is not None:
+        raise error
     found = describe(rows)
     if found is not None:
         message, fields = found
         raise CollectiveMismatchError(f"{operation}: arguments differ between ranks ({message}); "
                                       f"nothing was sent, the communicator is still usable", fields)
+
+
+def checked_call(comm: MPI.Intracomm, validate: Callable[[], tuple[Any, Any]],
+                 resolve: Callable[[Any], tuple[str, tuple[int, ...]]], op: Any, *,
+                 operation: str = "allreduce") -> tuple[Any, Any, str, tuple[int, ...]]:
+    """Validate and resolve a call as the API does, then compare it across ranks.
+
+    ``validate()`` returns the (send, recv) buffer specs and ``resolve(recv)`` the (algorithm, dims)
+    that will run; an error either raises on this rank is shared first, so every rank raises (this
+    one its own error, the others :class:`CollectiveMismatchError`) and none is left waiting. Buffers
+    only the MPI library can reduce (:class:`~swing_mpi.buffers.DeviceBuffer`) compare as algorithm
+    ``native`` with count -1 (their counts are not known here), then the exception goes on.
+    Returns (send, recv, algorithm, dims).
+    """
+    from .buffers import DeviceBuffer, check_comm_op
+    from .state import comm_state
+
+    check_comm_op(comm)  # without a communicator nothing can be compared
+    private = comm_state(comm).comm  # collective on first use: every rank makes it before anything can differ
+    try:
+        send, recv = validate()
+    except DeviceBuffer:
+        verify(private, count=-1, op=op, algorithm="native", operation=operation)  # op checked by validate()
+        raise
+    except _ERRORS as e:
+        verify(private, operation=operation, error=e)
+        raise
+    try:
+        name, dims = resolve(recv)
+    except _ERRORS as e:
+        verify(private, operation=operation, error=e)
+        raise
+    verify(private, count=recv.count, datatype=recv.datatype, op=op, algorithm=name, dims=dims, operation=operation)
+    return send, recv, name, dims

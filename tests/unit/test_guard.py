@@ -82,3 +82,16 @@ def test_long_dims_are_compared_too():
 def test_verify_on_one_rank_passes_and_the_error_is_a_value_error():
     guard.verify(MPI.COMM_SELF, count=4, datatype=MPI.INT, op=MPI.SUM, algorithm="ring", dims=(1,))
     assert issubclass(guard.CollectiveMismatchError, ValueError)
+
+
+def test_a_rank_whose_arguments_failed_locally_is_named():
+    rows = np.stack([sig(), np.zeros(guard.SIGNATURE_LEN, np.int64), sig()])
+    rows[1][0] = 2  # ValueError
+    message, fields = guard.describe(rows)
+    assert list(fields) == ["arguments"]
+    assert message == "arguments differs: valid on ranks 0, 2; rejected locally (ValueError) on rank 1"
+
+
+def test_verify_raises_the_local_error_after_sharing_it():
+    with pytest.raises(KeyError):
+        guard.verify(MPI.COMM_SELF, error=KeyError("x"))
