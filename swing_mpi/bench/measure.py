@@ -167,11 +167,12 @@ def collective_call(comm: Any, mpi_op: Any, alg: str, dims: Any, pt: Point, send
 
     sendbuf: Any = MPI.IN_PLACE if pt.place == "in" else send
     reduces = pt.collective.reduces
-    if alg == NATIVE:
-        method = getattr(comm, pt.collective.mpi_call)
-        if reduces:
-            return lambda: method(sendbuf, recv, mpi_op)
-        return lambda: method(sendbuf, recv)
+    if alg == NATIVE:  # called as an application calls it, the method looked up on each call
+        if pt.collective.name == ALLREDUCE:
+            return lambda: comm.Allreduce(sendbuf, recv, mpi_op)
+        if pt.collective.name == "reduce_scatter_block":
+            return lambda: comm.Reduce_scatter_block(sendbuf, recv, mpi_op)
+        return lambda: comm.Allgather(sendbuf, recv)
     fn = collective_function(pt.collective.name)
     if reduces:
         return lambda: fn(comm, sendbuf, recv, mpi_op, algorithm=alg, dims=dims)
