@@ -15,8 +15,8 @@ Measurement:
     burst of machine noise spreads over all of them); each call is bracketed
     by a barrier and its time is the maximum over ranks; the median over the
     rounds is kept. Rounds stop after ``--iters``, or once the size has used
-    ``--point-time`` seconds (at least one round). A candidate at least
-    ``--drop`` times slower than the fastest at two sizes in a row, falling
+    ``--point-time`` seconds (at least one round). From ``--drop-from`` on,
+    a candidate at least ``--drop`` times slower than the fastest at two sizes in a row, falling
     further behind, and past its latency floor (its own time grew by
     :data:`GROWING` since the previous size) is not measured at larger sizes:
     it only loses more there. That keeps a calibration over slow links to
@@ -67,7 +67,7 @@ from .choose import candidates
 from .model.features import NETWORKS, coefficients
 from .schedule import ALGORITHMS, NATIVE, build_schedule
 from .tuning import TUNING_ENV, DecisionTable, Tuning, default_tuning_path, network_override, save_tuning
-from .units import format_size, parse_sizes
+from .units import format_size, parse_size, parse_sizes
 
 __all__ = [
     "add_arguments", "run", "main", "Series", "beaten", "series_for", "Measured", "measure", "measure_gamma", "fit",
@@ -78,7 +78,8 @@ DEFAULT_SIZES = "8,64,256,1K,4K,16K,64K,256K,1M,4M,16M"
 DEFAULT_ITERS = 15
 DEFAULT_WARMUP = 1
 DEFAULT_POINT_TIME = 2.0
-DEFAULT_DROP = 2.0
+DEFAULT_DROP = 3.0
+DEFAULT_DROP_FROM = 64 << 10
 DEFAULT_NATIVE_MARGIN = 0.10
 GROWING = 1.5
 """A candidate is dropped only where its own time grew at least this much since the previous size: past its
@@ -135,16 +136,19 @@ def _work_bytes(s: Series, dims: tuple[int, ...], count: int) -> int:
     return build_schedule(s.algorithm, dims, 0, count, exact=s.exact).slots * count * ITEMSIZE
 
 
-def beaten(before: tuple[float, float] | None, now: tuple[float, float], *, drop: float = DEFAULT_DROP) -> bool:
+def beaten(before: tuple[float, float] | None, now: tuple[float, float], *, drop: float = DEFAULT_DROP,
+           nbytes: int = DEFAULT_DROP_FROM, drop_from: int = DEFAULT_DROP_FROM) -> bool:
     """Tell whether to stop measuring a candidate at larger sizes.
 
     ``before`` and ``now`` are its ``(time / fastest time, time)`` at the
     previous and this size. True when it is at least ``drop`` times slower
     at both, the gap is not closing, and its own time grew by
     :data:`GROWING` (past its latency floor, where a widening gap keeps
-    widening; at small sizes a gap is noise or a fixed cost).
+    widening; at small sizes a gap is noise or a fixed cost), and the size
+    ``nbytes`` is at least ``drop_from`` (below it, one slow path of one
+    algorithm at one tiny size must not hide it from the larger sizes).
     """
-    if before is None:
+    if before is None or nbytes < drop_from:
         return False
     (r0, t0), (r1, t1) = before, now
     return r0 >= drop and r1 >= drop and r1 >= r0 and t1 >= GROWING * t0
@@ -152,7 +156,7 @@ def beaten(before: tuple[float, float] | None, now: tuple[float, float], *, drop
 
 def measure(comm: Any, sizes: Sequence[int], series: Sequence[Series], *, dims: tuple[int, ...],
             iters: int = DEFAULT_ITERS, warmup: int = DEFAULT_WARMUP, point_time: float = DEFAULT_POINT_TIME,
-            drop: float = DEFAULT_DROP, progress: bool = True) -> Measured:
+            drop: float = DEFAULT_DROP, drop_from: int = DEFAULT_DROP_FROM, progress: bool = True) -> Measured:
     """Time every live series at every size (collective; the same result on every rank)."""
     import numpy as np
     from mpi4py import MPI
@@ -202,7 +206,7 @@ def measure(comm: Any, sizes: Sequence[int], series: Sequence[Series], *, dims: 
         dropped = []
         for s in run:
             now = (meds[s.name] / best, meds[s.name])
-            if beaten(behind.get(s.name), now, drop=drop):
+            if beaten(behind.get(s.name), now, drop=drop, nbytes=n, drop_from=drop_from):
                 dropped.append(s)
             behind[s.name] = now
         live = [s for s in run if s not in dropped]
@@ -381,8 +385,9 @@ def native_threshold(m: Measured, *, margin: float = DEFAULT_NATIVE_MARGIN) -> i
 
 def calibrate(comm: Any, *, sizes: Sequence[int], dims: tuple[int, ...], iters: int = DEFAULT_ITERS,
               warmup: int = DEFAULT_WARMUP, point_time: float = DEFAULT_POINT_TIME, drop: float = DEFAULT_DROP,
-              native: bool = True, exact: bool = True, margin: float = DEFAULT_NATIVE_MARGIN,
-              algorithms: Sequence[str] | None = None, progress: bool = True) -> tuple[Tuning, Fit, Measured]:
+              drop_from: int = DEFAULT_DROP_FROM, native: bool = True, exact: bool = True,
+              margin: float = DEFAULT_NATIVE_MARGIN, algorithms: Sequence[str] | None = None,
+              progress: bool = True) -> tuple[Tuning, Fit, Measured]:
     """Measure, build the tables, fit the model; return ``(Tuning, Fit, Measured)``, equal on every rank."""
     p = comm.Get_size()
     forced = network_override()
@@ -390,7 +395,7 @@ def calibrate(comm: Any, *, sizes: Sequence[int], dims: tuple[int, ...], iters: 
     if not [s for s in series if s.algorithm != NATIVE]:
         raise ValueError("no algorithm of ours to measure")
     m = measure(comm, sizes, series, dims=dims, iters=iters, warmup=warmup, point_time=point_time, drop=drop,
-                progress=progress)
+                drop_from=drop_from, progress=progress)
     gamma = measure_gamma(comm, min(max(max(m.sizes), 64 << 10), 4 << 20))
     f = fit(m, dims, gamma=gamma, network=forced)
     below = native_threshold(m, margin=margin) if native else None
@@ -493,6 +498,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--drop", type=float, default=DEFAULT_DROP,
                         help="stop measuring a candidate this many times slower than the fastest at two sizes "
                              f"in a row and falling behind (default {DEFAULT_DROP})")
+    parser.add_argument("--drop-from", default=format_size(DEFAULT_DROP_FROM),
+                        help=f"never stop measuring a candidate below this size (default "
+                             f"{format_size(DEFAULT_DROP_FROM)})")
     parser.add_argument("--warmup", "-x", type=int, default=DEFAULT_WARMUP,
                         help=f"untimed calls per candidate and size ({DEFAULT_WARMUP})")
     parser.add_argument("--dims", default=None,
@@ -533,6 +541,7 @@ def run(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     try:
         sizes = parse_sizes(args.sizes)
+        drop_from = parse_size(args.drop_from)
         if args.iters < 1:
             raise ValueError("--iters must be at least 1")
         if not 0 <= args.native_margin < 1:
@@ -560,7 +569,8 @@ def run(args: argparse.Namespace) -> int:
         _say(comm, f"calibrate: p={p}, dims {'x'.join(map(str, dims))}, {len(sizes)} sizes, up to {args.iters} "
                    f"rounds or {args.point_time:g} s per size")
     tuning, f, m = calibrate(comm, sizes=sizes, dims=dims, iters=args.iters, warmup=args.warmup,
-                             point_time=args.point_time, drop=args.drop, native=not args.no_native,
+                             point_time=args.point_time, drop=args.drop, drop_from=drop_from,
+                             native=not args.no_native,
                              exact=not args.no_exact, margin=args.native_margin, algorithms=algorithms,
                              progress=not args.quiet)
     rc = 0

@@ -387,3 +387,4 @@ def test_calibrate_stops_measuring_only_a_candidate_falling_further_behind():
     assert not beaten((2.5, 1e-3), (4.0, 1.1e-3), drop=2.0)  # its time is flat: a fixed cost or noise
     assert not beaten((4.0, 1e-3), (3.0, 4e-3), drop=2.0)  # catching up (a bandwidth algorithm at growing n)
     assert not beaten((1.5, 1e-3), (4.0, 4e-3), drop=2.0)  # one size behind is not enough
+    assert not beaten((2.5, 1e-3), (4.0, 4e-3), drop=2.0, nbytes=64, drop_from=1024)  # tiny sizes never drop
