@@ -406,6 +406,16 @@ def test_algorithms_per_collective_come_from_the_registry():
     assert parse_algorithms("x", known=("x",), collective="allgather") == ["x"]
 
 
+def test_collective_function():
+    from swing_mpi.bench.measure import collective_function
+
+    assert collective_function("allreduce").__name__ == "allreduce"
+    for name in ("reduce_scatter_block", "allgather"):
+        assert collective_function(name).__name__ == name
+    with pytest.raises(ValueError, match="swing_mpi.nope does not exist in this version: only --algorithms native"):
+        collective_function("nope")
+
+
 def test_point_sizes():
     # allreduce: whole elements, at least one
     assert point_sizes([1, 8, 12, 1024], 8) == [8, 1024]
