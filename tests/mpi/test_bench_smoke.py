@@ -194,7 +194,8 @@ def test_bench_allgather_in_place_checks_every_block(monkeypatch):
 
 @pytest.mark.mpi(min_size=1)
 @pytest.mark.parametrize("collective", COLLECTIVES)
-def test_bench_collective_ours(collective):
+@pytest.mark.parametrize("dtype", ["float64", "int32"])
+def test_bench_collective_ours(collective, dtype):
     """Our reduce-scatter / all-gather against MPI's: every algorithm the registry marks, #wrong = 0."""
     from mpi4py import MPI
 
@@ -204,7 +205,7 @@ def test_bench_collective_ours(collective):
     algorithms = bench.registered_algorithms(collective)
     assert algorithms, f"the registry marks no algorithm for {collective}"
     argv = ["--collective", collective, "--sizes", "8,4K,40K", "--iters", "2", "--warmup", "1", "--both",
-            "--dtype", "float64", "--algorithms", ",".join(("native", "auto") + algorithms), "--quiet"]
+            "--dtype", dtype, "--algorithms", ",".join(("native", "auto") + algorithms), "--quiet"]
     env, rows = bench.run_bench(comm, _config(*argv))
     assert {r["algorithm"] for r in rows} == {"native", "auto", *algorithms}
     assert {r["resolved"] for r in rows if r["algorithm"] == "auto"} <= {"native", *algorithms}  # what auto ran
