@@ -16,17 +16,36 @@ Algorithm:
 Restrictions:
     Commutative ops (the API sends non-commutative ones to ``recdoub``).
 
-Non-powers of two and odd p:
-    ``swing-bw``: even sides of any size use "latest step wins" block sets
-    (no block is ever sent twice). A torus with an odd side runs on the ring
-    of all ``p`` ranks in rank order (documented fallback); an odd ring runs
-    Swing on ranks ``0 … p−2`` and the extra rank ``e = p−1`` trades blocks
-    directly (the paper's odd-p scheme): in reduce-scatter step ``s`` it exchanges its
-    contribution to block ``b`` for ``b``'s contribution to block ``e`` with a
-    group of ranks, in all-gather the final blocks.
-    ``swing-lat``: each side ``d`` that is not a power of two is folded to
-    ``2^⌊log2 d⌋``: coordinates ``c ≥ v`` hand their vector to ``c − (d − v)``
-    first and get the result back last.
+Torus locality on every shape:
+    ``swing-bw`` is built by :mod:`.dimwise`: one reduce-scatter *program* per
+    side, run on every ring of that dimension and interleaved across the
+    dimensions, so every message goes to a rank that differs in exactly one
+    coordinate (the torus is never flattened into one long ring). Plain and
+    mirrored lanes run mirror images of the programs, so at every step of a
+    lane pair a node leaves by the two opposite ports of one dimension.
+
+    - even side, power of two: Swing's ``ρ(t)`` with Listing-1 block sets;
+    - even side, not a power of two: the same, with the step offsets of
+      :data:`EVEN_OFFSETS` (found by :func:`search_offsets`; e.g. 6: 1, −1, 1
+      instead of 1, −1, 3). Same steps, less traffic: routed Ξ on 6x6 1.279 →
+      0.972, 10x10 1.456 → 1.050, 12x12 1.243 → 1.076;
+    - side 3: the ring program (2 steps, like Swing's ``⌈log2 3⌉``, one hop);
+    - other odd sides ``d``: Swing on ``0 … d−2`` with the extra node
+      ``d−1`` relaying its partials through its two neighbours, each step on
+      the port an even node would use (:func:`~.dimwise.relay_extra_program`).
+
+    Why these, from the routed model (ceilings of swing-bw, 2-D shapes): the
+    paper's extra node trading directly with every member costs long routes
+    and, on a torus, leaves the extra node's row holding more data than the
+    others in the other dimensions' steps (3x4 86%, 5x8 56%, 7x8 54%, 15x16
+    50% with the trades spread over the steps; worse with all of them in the
+    last step); ring steps in the odd dimension keep every message one hop
+    but are light while the lanes in the other dimension carry half the data
+    (5x8 60%, 7x8 52%, 15x16 38%), except for side 3 where they are as many
+    as Swing's (3x4 92%, 3x4x4 87%); relaying gives 5x8 59%, 7x8 60%, 15x16
+    57%, with fewer steps than rings. ``swing-bw-1port`` runs the first lane.
+    ``swing-lat`` folds every side that is not a power of two inside its own
+    dimension, so its peers too differ in one coordinate.
 
 Cost (even p, β per byte, γ per reduced byte, n bytes, D dims):
     swing-bw:  2·L·α + 2·n·(p−1)/p · β/(2D) · Ξ + n·(p−1)/p · γ,  L = Σ⌈log2 d_k⌉
@@ -35,6 +54,7 @@ Cost (even p, β per byte, γ per reduced byte, n bytes, D dims):
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Sequence
 from functools import lru_cache
@@ -42,18 +62,45 @@ from functools import lru_cache
 from ..blocks import split, split_range
 from ..topology import Torus
 from .base import COPY, REDUCE, Range, Schedule, Step, Transfer, merge_ranges
-from .blockset import bits, place_blocks, rs_ag_lane
+from .blockset import bits, blocksets
+from .dimwise import (
+    DimwiseLane,
+    RingProgram,
+    dimwise_lane,
+    interleave,
+    involution_program,
+    lane_blocks,
+    mirror_program,
+    relay_extra_program,
+    ring_loads,
+    ring_program,
+)
 
-__all__ = ["rho", "delta", "swing_peer", "lane_plan", "dim_peer_table", "build_swing_bw", "build_swing_lat"]
+__all__ = [
+    "rho", "delta", "swing_peer", "lane_plan", "dim_peer_table", "ring_offsets", "offset_table", "dim_program",
+    "swing_lane", "build_swing_bw", "build_swing_lat", "EVEN_OFFSETS", "offsets_cost", "search_offsets",
+]
+
+EVEN_OFFSETS: dict[int, tuple[int, ...]] = {
+    6: (1, -1, 1), 10: (1, -1, 1, -3), 12: (1, -1, 1, -5), 14: (1, -1, 3, -3), 18: (1, -1, 1, -3, 5),
+    20: (1, -1, 1, -3, 7), 22: (1, -1, 1, -5, 5), 24: (1, -1, 1, -5, 7), 26: (1, -1, 3, -3, 9),
+    28: (1, -1, 3, -3, 11), 30: (1, -1, 3, -5, 9), 34: (1, -1, 1, -3, 5, -11), 36: (1, -1, 1, -3, 5, -13),
+    38: (1, -1, 1, -3, 7, -11), 40: (1, -1, 1, -3, 7, -13), 42: (1, -1, 1, -5, 5, -15), 44: (1, -1, 1, -5, 5, -17),
+    46: (1, -1, 1, -5, 7, -15), 48: (1, -1, 1, -5, 7, -17), 50: (1, -1, 3, -3, 9, -15), 52: (1, -1, 3, -3, 9, -17),
+    54: (1, -1, 3, -3, 11, -15), 56: (1, -1, 3, -3, 11, -17), 58: (1, -1, 3, -5, 9, -19), 60: (1, -1, 3, -5, 9, -21),
+    62: (1, -1, 3, -5, 11, -19),
+}
+"""Step offsets of even sides that are not powers of two, up to 62 (:func:`search_offsets`'s
+choice: the lowest routed ring load, later steps weighted down as the data halves)."""
 
 
 def rho(t: int) -> int:
-    """Swing's signed offset at in-dimension step ``t``: 1, −1, 3, −5, 11, −21…"""
+    """Return Swing's signed offset at in-dimension step ``t`` (1, −1, 3, −5, 11, −21, …)."""
     return (1 - (-2) ** (t + 1)) // 3
 
 
 def delta(t: int) -> int:
-    """Hop distance ``|ρ(t)|``: 1, 1, 3, 5, 11, 21…"""
+    """Return the hop distance ``|ρ(t)|`` (1, 1, 3, 5, 11, 21, …)."""
     return abs(rho(t))
 
 
@@ -93,8 +140,10 @@ def lane_plan(dims: Sequence[int], start_dim: int) -> list[tuple[int, int]]:
 @lru_cache(maxsize=256)
 def dim_peer_table(dims: tuple[int, ...], start_dim: int, sign: int,
                    coord_peer: Callable[[int, int, int, int], int]) -> tuple[tuple[int, ...], ...]:
-    """``peers[s][x]`` along ``lane_plan(dims, start_dim)``: at each step only one
-    coordinate moves, to ``coord_peer(c, t, d, sign)`` (Swing's or the XOR rule).
+    """Build ``peers[s][x]`` along ``lane_plan(dims, start_dim)``.
+
+    At each step only one coordinate moves, to ``coord_peer(c, t, d, sign)``
+    (Swing's or the XOR rule).
     """
     torus = Torus(dims)
     coords = [torus.coords(x) for x in range(torus.size)]
@@ -120,72 +169,130 @@ def _lanes(dims: tuple[int, ...], ports: int) -> list[tuple[str, int, int]]:
     return lanes[:ports] if ports else lanes
 
 
+def ring_offsets(d: int) -> tuple[int, ...]:
+    """Signed offsets of the in-dimension steps on an even ring of ``d``.
+
+    Swing's ``ρ(t)`` on power-of-two sides; on other even sides the offsets of
+    :data:`EVEN_OFFSETS` where known (same number of steps, less traffic).
+    """
+    return EVEN_OFFSETS.get(d) or tuple(rho(t) for t in range(math.ceil(math.log2(d))))
+
+
+def offset_table(d: int, offsets: Sequence[int], sign: int = 1) -> tuple[tuple[int, ...], ...]:
+    """Peer table of an even ring: at step ``t`` even ``c`` goes ``+offsets[t]``, odd ``c`` the other way."""
+    return tuple(tuple((c + sign * (o if c % 2 == 0 else -o)) % d for c in range(d)) for o in offsets)
+
+
+def offsets_cost(d: int, offsets: Sequence[int]) -> float | None:
+    """``Σ_t load_t / 2^t`` of an even ring's offsets (``None`` if they do not reach every node).
+
+    ``load_t`` is step ``t``'s busiest routed link (:func:`~.dimwise.ring_loads`);
+    the weight ``2^−t`` stands for the other dimensions' halving on a torus.
+    """
+    table = offset_table(d, offsets)
+    bs = blocksets(table)
+    if not all(bs.covers_all(r) for r in range(d)):
+        return None
+    loads = ring_loads(involution_program(table))
+    return sum(x / 2 ** t for t, x in enumerate(loads))
+
+
+def search_offsets(d: int, *, prefixes: Sequence[tuple[int, ...]] = ()) -> tuple[int, ...]:
+    """Find the offsets of an even ring with the lowest :func:`offsets_cost` (how :data:`EVEN_OFFSETS` was made).
+
+    Step 0 is ``+1``; step ``t`` tries every odd offset up to ``2^t + 1`` in
+    size (Swing's ``|ρ(t)|`` is about ``2^{t+1}/3``); ``prefixes`` fixes the
+    first steps to one of the given sequences (to bound the search on long
+    rings). Ties keep Swing's own offsets, then the first found.
+    """
+    L = math.ceil(math.log2(d))
+    own = tuple(rho(t) for t in range(L))
+    best_cost, best = offsets_cost(d, own), own
+    assert best_cost is not None
+    lists = [[1]] + [[o for o in range(-min(2 ** t + 1, d // 2), min(2 ** t + 1, d // 2) + 1) if o % 2]
+                     for t in range(1, L)]
+    if prefixes:
+        n = len(prefixes[0])
+        combos = (pre + rest for pre in prefixes for rest in itertools.product(*lists[n:]))
+    else:
+        combos = (tuple(c) for c in itertools.product(*lists))
+    for offs in combos:
+        cost = offsets_cost(d, offs)
+        if cost is not None and cost < best_cost - 1e-12:
+            best_cost, best = cost, offs
+    return best
+
+
+@lru_cache(maxsize=256)
+def dim_program(d: int, sign: int = 1) -> RingProgram | None:
+    """Return the reduce-scatter program of one ring of ``d`` (``None`` for ``d = 1``); ``sign=-1``: mirrored.
+
+    Even ``d``: Listing-1 block sets of :func:`ring_offsets`. ``d = 3``: the
+    ring program (2 steps, the same as Swing's ``⌈log2 3⌉``, every message one
+    hop). Other odd ``d``: Swing on ``0 … d−2`` with the extra node relaying
+    through its neighbours (:func:`~.dimwise.relay_extra_program`).
+    """
+    if d == 1:
+        return None
+    if d % 2 == 0:
+        prog = involution_program(offset_table(d, ring_offsets(d)), "swing")
+    elif d == 3:
+        return ring_program(3, sign)
+    else:
+        prog = relay_extra_program(involution_program(_peer_table((d - 1,), 0, 1), "swing"))
+    return prog if sign == 1 else mirror_program(prog)
+
+
+@lru_cache(maxsize=256)
+def swing_lane(dims: tuple[int, ...], start_dim: int, sign: int) -> DimwiseLane:
+    """Return the lane that starts in ``start_dim`` (``sign=-1``: mirrored), dimensions interleaved."""
+    progs = tuple(dim_program(d, sign) for d in dims)
+    plan = interleave([prog.steps if prog is not None else 0 for prog in progs], start_dim)
+    return DimwiseLane(tuple(dims), progs, tuple(plan))
+
+
+@lru_cache(maxsize=256)
+def _placement(dims: tuple[int, ...], start_dim: int, sign: int, part: Range) -> tuple[Range, ...]:
+    return tuple(lane_blocks(swing_lane(dims, start_dim, sign), split_range(part, math.prod(dims))))
+
+
 def build_swing_bw(rank: int, dims: tuple[int, ...], count: int, *, ports: int = 0,
                    algorithm: str = "swing-bw") -> Schedule:
-    """Bandwidth-optimal Swing: reduce-scatter then all-gather on every lane."""
+    """Bandwidth-optimal Swing: reduce-scatter then all-gather on every lane.
+
+    ``meta["blocks"][lane][b]`` is the element range of block ``b`` (owned by
+    rank ``b``) in that lane; ``meta["programs"]`` names each side's program.
+    """
     torus = Torus(dims)
     p = torus.size
-    meta: dict = {}
+    dims = torus.dims
     if p == 1:
-        return Schedule(algorithm, rank, p, count, tuple(dims), (), (), meta)
+        return Schedule(algorithm, rank, p, count, dims, (), (), {})
 
-    def port_of(s: int, q: int) -> int | None:  # ports always on the real torus
+    def port_of(q: int) -> int | None:
         return torus.port_towards(rank, q)
 
-    run_dims = tuple(dims)
-    if any(d % 2 for d in dims if d > 1) and len([d for d in dims if d > 1]) > 1:
-        meta["fallback"] = f"torus {torus} has an odd side: Swing runs on the ring of {p} ranks in rank order"
-        run_dims = (p,)
-    lanes = _lanes(run_dims, ports)
+    lanes = _lanes(dims, ports)
     parts = split(count, len(lanes))
-    out_lanes, names = [], []
+    out_lanes, names, placed = [], [], []
     for (name, start, sign), part in zip(lanes, parts):
-        if p % 2:
-            steps = _odd_ring_lane(rank, p, part, sign, port_of)
-        else:
-            rs, ag = rs_ag_lane(rank, _peer_table(run_dims, start, sign), split_range(part, p),
-                                port_of=port_of)
-            steps = rs + ag
-        out_lanes.append(tuple(steps))
+        blocks = _placement(dims, start, sign, part)
+        rs, ag = dimwise_lane(rank, swing_lane(dims, start, sign), blocks, port_of=port_of)
+        out_lanes.append(tuple(rs + ag))
         names.append(name)
-    return Schedule(algorithm, rank, p, count, tuple(dims), tuple(out_lanes), tuple(names), meta)
-
-
-def _odd_ring_lane(rank: int, p: int, part: tuple[int, int], sign: int, port_of) -> list[Step]:
-    """One lane on an odd ring: Swing on ``0 … p−2``, extra rank ``p−1`` direct."""
-    e = p - 1
-    g = p - 1  # size of the Swing group (even)
-    slots = split_range(part, p)
-    peers = _peer_table((g,), 0, sign)
-    blocks = place_blocks(peers, slots[:g]) + [slots[e]]  # as rs_ag_lane places them
-    L = math.ceil(math.log2(g))
-    # which step each b in G trades with e (spread evenly over the L steps)
-    group = [b * L // g for b in range(g)]
-    if rank == e:
-        rs: list[list[Transfer]] = [[] for _ in range(L)]
-        ag: list[list[Transfer]] = [[] for _ in range(L)]
-        for b in range(g):
-            port = port_of(0, b)
-            rs[group[b]].append(Transfer(b, (blocks[b],), (blocks[e],), REDUCE, False, port))
-            ag[group[b]].append(Transfer(b, (blocks[e],), (blocks[b],), COPY, False, port))
-        return ([Step(tuple(x), "reduce-scatter") for x in rs]
-                + [Step(tuple(x), "all-gather") for x in reversed(ag)])
-    rs_steps, ag_steps = rs_ag_lane(rank, peers, slots[:g], port_of=port_of)
-    port = port_of(0, e)
-    s = group[rank]
-    rs_steps[s] = Step(rs_steps[s].transfers + (Transfer(e, (blocks[e],), (blocks[rank],), REDUCE, False, port),),
-                       "reduce-scatter")
-    a = L - 1 - s  # all-gather runs the steps in reverse
-    ag_steps[a] = Step(ag_steps[a].transfers + (Transfer(e, (blocks[rank],), (blocks[e],), COPY, False, port),),
-                       "all-gather")
-    return rs_steps + ag_steps
+        placed.append(blocks)
+    meta: dict[str, object] = {
+        "blocks": tuple(placed),
+        "programs": tuple(prog.kind if prog is not None else "" for prog in (dim_program(d) for d in dims)),
+    }
+    return Schedule(algorithm, rank, p, count, dims, tuple(out_lanes), tuple(names), meta)
 
 
 def _fold_plan(dims: tuple[int, ...]):
     """Fold pairs per non-power-of-two side: ``[(k, [(src, tgt), …]), …]``."""
     torus = Torus(dims)
     virt = tuple(1 << (d.bit_length() - 1) for d in dims)
-    plan = []
+    plan: list[tuple[int, list[tuple[int, int]]]] = []
     for k, (d, v) in enumerate(zip(dims, virt)):
         if d == v:
             continue

@@ -1,0 +1,431 @@
+"""Reduce-scatter + all-gather on a torus, composed of one ring program per dimension.
+
+Algorithm:
+    A *ring program* is a reduce-scatter on one ring of ``d`` nodes written
+    with coordinates: at in-dimension step ``t`` node ``c`` sends to peer
+    ``c'`` its partial sums of a set ``M(c, t, c')`` of block coordinates and
+    stops being responsible for them; ``H(c, t)``, the coordinates ``c`` is
+    still responsible for after ``t`` steps, shrinks from the whole ring to
+    ``{c}``. Three programs are used:
+
+    - *involution*: the Listing-1 block sets of any involutive peer sequence
+      (:class:`~.blockset.BlockSets`; Swing's peers on an even ring);
+    - *extra node*: an odd ring runs an even program on ``0 … d−2`` and the
+      extra node ``e = d−1`` trades directly: it sends its partial of block
+      coordinate ``g`` to ``g`` and receives ``g``'s partial of block ``e``,
+      the ``d−1`` trades spread over the inner program's steps;
+    - *ring*: the classic ring reduce-scatter in one direction, ``d−1`` steps
+      of one block coordinate to the next node.
+
+    A lane is a sequence of (dimension ``k``, in-dimension step ``t``). At
+    such a step rank ``x`` runs step ``t`` of dimension ``k``'s program on
+    its ring (the ranks that differ from ``x`` in coordinate ``k`` only) for
+    every block ``b`` it is still responsible for in the other dimensions:
+    it sends ``{b : b_k ∈ M(x_k, t, c'), b_j ∈ H_j(x_j) for j ≠ k}``. Why it
+    is correct: a rank's partial of block ``b`` always sums the contributions
+    of a product set ``∏_j C_j`` whose factor ``C_j`` is exactly what the
+    one-dimensional program of dimension ``j`` has summed for coordinate
+    ``b_j`` at ``x_j`` so far (a message changes only the factor of its own
+    dimension, and sender and receiver agree on every other factor because
+    they agree on every other coordinate and every dimension's progress). So
+    the torus schedule is right for any interleaving of the dimensions as
+    soon as each ring program is right, which :func:`check_program` proves
+    for a program by following contributor sets. Every peer differs from the
+    rank in exactly one coordinate. Each rank sends each block it does not
+    own exactly once in each phase (``count·(p−1)/p`` elements per lane and
+    phase), and every block is reduced by its owner and then copied, so
+    floating-point results are bit-identical on all ranks.
+
+    The all-gather runs the steps in reverse: ``x`` sends ``y`` the final
+    blocks it received from ``y`` in the reduce-scatter step and receives
+    what it sent.
+
+Restrictions:
+    Commutative ops (partials are combined in the order they arrive).
+
+Cost:
+    Per lane and phase ``count·(p−1)/p`` elements per rank, in ``Σ_k L_k``
+    steps (``L_k`` the steps of dimension ``k``'s program).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+from ..topology import Torus
+from .base import COPY, REDUCE, Range, Step, Transfer, merge_ranges
+from .blockset import bits, blocksets
+
+__all__ = [
+    "RingProgram", "involution_program", "extra_node_program", "ring_program", "mirror_program",
+    "check_program", "ring_loads", "relay_extra_program", "interleave", "DimwiseLane", "dimwise_lane",
+    "lane_order", "lane_blocks",
+]
+
+
+@dataclass(frozen=True)
+class RingProgram:
+    """A reduce-scatter on one ring: ``sends[t][c]`` is ``((peer, mask), …)``, sorted by peer."""
+
+    d: int
+    sends: tuple[tuple[tuple[tuple[int, int], ...], ...], ...]
+    kind: str = ""
+
+    @property
+    def steps(self) -> int:
+        """Number of steps."""
+        return len(self.sends)
+
+    def mask(self, c: int, t: int, peer: int) -> int:
+        """Block coordinates ``c`` sends to ``peer`` at step ``t`` (0 if none)."""
+        for q, m in self.sends[t][c]:
+            if q == peer:
+                return m
+        return 0
+
+    def peers(self, c: int, t: int) -> list[int]:
+        """Every node ``c`` sends to or receives from at step ``t``, ascending."""
+        out = {q for q, _ in self.sends[t][c]}
+        out.update(q for q in range(self.d) if q != c and self.mask(q, t, c))
+        return sorted(out)
+
+    def held(self, c: int, t: int) -> int:
+        """``H(c, t)``: block coordinates ``c`` is responsible for after ``t`` steps."""
+        return _held(self)[t][c]
+
+
+@lru_cache(maxsize=512)
+def _held(prog: RingProgram) -> tuple[tuple[int, ...], ...]:
+    full = (1 << prog.d) - 1
+    cur = [full] * prog.d
+    out = [tuple(cur)]
+    for row in prog.sends:
+        cur = [h & ~_sent(row[c]) for c, h in enumerate(cur)]
+        out.append(tuple(cur))
+    return tuple(out)
+
+
+def _sent(msgs: tuple[tuple[int, int], ...]) -> int:
+    m = 0
+    for _, x in msgs:
+        m |= x
+    return m
+
+
+def _program(d: int, rows: Sequence[Sequence[dict[int, int]]], kind: str) -> RingProgram:
+    return RingProgram(d, tuple(tuple(tuple(sorted((q, m) for q, m in row[c].items() if m)) for c in range(d))
+                                 for row in rows), kind)
+
+
+def involution_program(peers: Sequence[Sequence[int]], kind: str = "involution") -> RingProgram:
+    """Build the Listing-1 ("latest step wins") program of an involutive peer sequence."""
+    bs = blocksets(peers)
+    d = bs.n
+    rows = [[{bs.peers[s][c]: bs.send_sets(c)[s]} for c in range(d)] for s in range(bs.L)]
+    return _program(d, rows, kind)
+
+
+def extra_node_program(inner: RingProgram, kind: str = "extra-node", *, spread: bool = False) -> RingProgram:
+    """Build the paper's odd ring of ``inner.d + 1``: ``inner`` on ``0 … d−2``, ``e = d−1`` trades directly.
+
+    Member ``g`` trades with ``e`` at step ``⌊g·L/(d−1)⌋`` (spread evenly over
+    the ``L`` steps of ``inner``); ``e`` then sends its partial of block
+    coordinate ``g`` and ``g`` its partial of block ``e``.
+    """
+    g = inner.d
+    d, e = g + 1, g
+    L = max(inner.steps, 1)
+    rows: list[list[dict[int, int]]] = [[{} for _ in range(d)] for _ in range(L)]
+    for t in range(inner.steps):
+        for c in range(g):
+            for q, m in inner.sends[t][c]:
+                rows[t][c][q] = m
+    for c in range(g):
+        t = c * L // g if spread else L - 1
+        rows[t][e][c] = 1 << c
+        rows[t][c][e] = rows[t][c].get(e, 0) | (1 << e)
+    return _program(d, rows, kind)
+
+
+def relay_extra_program(inner: RingProgram, kind: str = "relay-extra") -> RingProgram:
+    """Build an odd ring of ``inner.d + 1`` whose extra node ``e = d−1`` relays through its neighbours.
+
+    At step ``t`` node 0 of ``inner`` moves one way; ``e`` hands the
+    neighbour on that side (``0`` or ``d−2``) its partials of the block
+    coordinates that neighbour still holds after the step, so ``e`` halves
+    what it holds like everyone else and uses the ports an even node would.
+    What no neighbour takes, and every node's partial of block ``e``, is
+    traded directly in the last step.
+    """
+    g = inner.d
+    d, e = g + 1, g
+    L = max(inner.steps, 1)
+    rows: list[list[dict[int, int]]] = [[{} for _ in range(d)] for _ in range(L)]
+    for t in range(inner.steps):
+        for c in range(g):
+            for q, m in inner.sends[t][c]:
+                rows[t][c][q] = m
+    rest = (1 << g) - 1
+    for t in range(inner.steps):
+        q0 = inner.sends[t][0][0][0] if inner.sends[t][0] else 0
+        n = 0 if q0 <= g // 2 else g - 1
+        take = rest & inner.held(n, t + 1)
+        if take:
+            rows[t][e][n] = rows[t][e].get(n, 0) | take
+            rest &= ~take
+    for c in range(g):
+        if rest >> c & 1:
+            rows[L - 1][e][c] = rows[L - 1][e].get(c, 0) | (1 << c)
+        rows[L - 1][c][e] = rows[L - 1][c].get(e, 0) | (1 << e)
+    return _program(d, rows, kind)
+
+
+def ring_program(d: int, direction: int = 1) -> RingProgram:
+    """Ring reduce-scatter: at step ``t`` node ``c`` sends block ``c − direction·(t+1)`` to ``c + direction``."""
+    rows = [[{(c + direction) % d: 1 << ((c - direction * (t + 1)) % d)} for c in range(d)] for t in range(d - 1)]
+    return _program(d, rows, "ring")
+
+
+def mirror_program(prog: RingProgram) -> RingProgram:
+    """``prog`` seen in a mirror ``c ↦ a − c mod d`` with ``a`` even: every move goes the other way round.
+
+    ``a`` is 0 for an even ring (Swing's peers with the sign flipped) and
+    ``d − 1`` for an odd one, so in both cases node ``c`` plays the part of a
+    node of its own parity and leaves by the other port than in ``prog``.
+    """
+    d = prog.d
+    a = d - 1 if d % 2 else 0
+
+    def sig(c: int) -> int:
+        return (a - c) % d
+
+    def sig_mask(m: int) -> int:
+        out = 0
+        for b in bits(m):
+            out |= 1 << sig(b)
+        return out
+
+    rows = [[{sig(q): sig_mask(m) for q, m in row[sig(c)]} for c in range(d)] for row in prog.sends]
+    return _program(d, rows, prog.kind + "-mirrored")
+
+
+def check_program(prog: RingProgram) -> None:
+    """Prove ``prog`` is a reduce-scatter by following contributor sets; raise ``ValueError`` if not.
+
+    Node ``c`` starts with ``{c}`` as the contributors of every block. A
+    message from ``c`` adds ``c``'s set for each block it carries to the
+    receiver's (the two must be disjoint: nothing counted twice) and ``c``
+    drops the block; a dropped block may not be received again. At the end
+    node ``c`` must hold block ``c`` with every node as contributor and
+    nothing else.
+    """
+    d = prog.d
+    full = (1 << d) - 1
+    contrib = [[1 << c for _ in range(d)] for c in range(d)]  # contrib[c][b]; 0: dropped
+    for t, row in enumerate(prog.sends):
+        new = [list(x) for x in contrib]
+        for c in range(d):
+            for q, m in row[c]:
+                if q == c or not 0 <= q < d:
+                    raise ValueError(f"step {t}: node {c} sends to bad peer {q}")
+                for b in bits(m):
+                    if not contrib[c][b]:
+                        raise ValueError(f"step {t}: node {c} sends block {b} it no longer holds")
+                    new[c][b] = 0
+        for c in range(d):
+            for q, m in row[c]:
+                for b in bits(m):
+                    if not contrib[q][b] or not new[q][b]:
+                        raise ValueError(f"step {t}: node {q} receives block {b} it has given away")
+                    if new[q][b] & contrib[c][b]:
+                        raise ValueError(f"step {t}: block {b} at node {q} would count a contribution twice")
+                    new[q][b] |= contrib[c][b]
+        contrib = new
+    for c in range(d):
+        for b in range(d):
+            want = full if b == c else 0
+            if contrib[c][b] != want:
+                raise ValueError(f"node {c} ends with block {b} summing {bin(contrib[c][b])}, wants {bin(want)}")
+
+
+def ring_loads(prog: RingProgram) -> list[float]:
+    """Per step: the most block coordinates on one directed link of the ring, divided by ``d``.
+
+    Messages take the shorter way round (a tie the ``+`` way), as on the torus.
+    """
+    d = prog.d
+    out = []
+    for row in prog.sends:
+        link: dict[tuple[int, int], int] = {}
+        for c in range(d):
+            for q, m in row[c]:
+                n = bin(m).count("1")
+                f = (q - c) % d
+                step, hops = (1, f) if f <= d - f else (-1, d - f)
+                x = c
+                for _ in range(hops):
+                    link[(x, step)] = link.get((x, step), 0) + n
+                    x = (x + step) % d
+        out.append(max(link.values(), default=0) / d)
+    return out
+
+
+def interleave(steps: Sequence[int], start_dim: int) -> list[tuple[int, int]]:
+    """List ``(dimension, in-dimension step)`` for each step of a lane.
+
+    Start in ``start_dim``, then cycle through the dimensions that still have
+    steps left (``steps[k]`` per dimension).
+    """
+    left = list(steps)
+    done = [0] * len(steps)
+    out: list[tuple[int, int]] = []
+    k = start_dim
+    D = len(steps)
+    while any(left):
+        kk = next((k + i) % D for i in range(D) if left[(k + i) % D])
+        out.append((kk, done[kk]))
+        done[kk] += 1
+        left[kk] -= 1
+        k = (kk + 1) % D
+    return out
+
+
+@dataclass(frozen=True)
+class DimwiseLane:
+    """One lane: a ring program per dimension (``None`` for sides of 1) and the step order."""
+
+    dims: tuple[int, ...]
+    programs: tuple[RingProgram | None, ...]
+    plan: tuple[tuple[int, int], ...]
+
+
+def _coords_sets(lane: DimwiseLane, x: tuple[int, ...], done: Sequence[int]) -> list[list[int]]:
+    out = []
+    for j, (d, prog) in enumerate(zip(lane.dims, lane.programs)):
+        out.append([0] if prog is None or d == 1 else bits(prog.held(x[j], done[j])))
+    return out
+
+
+def _product(sets: Sequence[Sequence[int]], strides: Sequence[int]) -> list[int]:
+    ids = [0]
+    for vals, s in zip(sets, strides):
+        ids = [i + v * s for i in ids for v in vals]
+    return ids
+
+
+@lru_cache(maxsize=64)
+def _strides(dims: tuple[int, ...]) -> tuple[int, ...]:
+    out, s = [], 1
+    for d in reversed(dims):
+        out.append(s)
+        s *= d
+    return tuple(reversed(out))
+
+
+def dimwise_lane(
+    rank: int,
+    lane: DimwiseLane,
+    blocks: Sequence[Range],
+    *,
+    port_of: Callable[[int], int | None] = lambda q: None,
+) -> tuple[list[Step], list[Step]]:
+    """Reduce-scatter and all-gather steps of ``rank`` in one lane; ``blocks[b]`` is block ``b``'s range."""
+    torus = Torus(lane.dims)
+    strides = _strides(torus.dims)
+    x = torus.coords(rank)
+    done = [0] * len(lane.dims)
+    rs: list[Step] = []
+    ag: list[Step] = []
+
+    def ranges(sets: list[list[int]]) -> tuple[Range, ...]:
+        return merge_ranges(sorted(blocks[b] for b in _product(sets, strides)))
+
+    for k, t in lane.plan:
+        prog = lane.programs[k]
+        assert prog is not None
+        sets = _coords_sets(lane, x, done)
+        rs_tr, ag_tr = [], []
+        for qc in prog.peers(x[k], t):
+            mine, theirs = prog.mask(x[k], t, qc), prog.mask(qc, t, x[k])
+            sets[k] = bits(mine)
+            send = ranges(sets)
+            sets[k] = bits(theirs)
+            recv = ranges(sets)
+            q = rank + (qc - x[k]) * strides[k]
+            port = port_of(q)
+            rs_tr.append(Transfer(q, send, recv, REDUCE, False, port))
+            ag_tr.append(Transfer(q, recv, send, COPY, False, port))
+        rs.append(Step(tuple(rs_tr), "reduce-scatter"))
+        ag.append(Step(tuple(ag_tr), "all-gather"))
+        done[k] += 1
+    ag.reverse()
+    return rs, ag
+
+
+def _tree(prog: RingProgram) -> list[dict[int, list[int]]] | None:
+    """Map, per step ``t``, each group ``H(c, t)`` to its children ``H(·, t+1)``.
+
+    Children are ordered by lowest coordinate; ``None`` when the sets do not nest.
+    """
+    d = prog.d
+    out = []
+    for t in range(prog.steps):
+        parents = set(prog.held(c, t) for c in range(d))
+        kids = set(prog.held(c, t + 1) for c in range(d))
+        if sum(bin(k).count("1") for k in kids) != d:
+            return None
+        tree: dict[int, list[int]] = {P: [] for P in parents}
+        for k in sorted(kids, key=lambda m: m & -m):
+            owner = [P for P in parents if k & ~P == 0]
+            if len(owner) != 1:
+                return None
+            tree[owner[0]].append(k)
+        out.append(tree)
+    return out
+
+
+def lane_order(lane: DimwiseLane) -> list[int] | None:
+    """Find a block order in which every responsibility set ``∏_j H_j(x_j)`` is one contiguous run.
+
+    When every dimension's sets nest (each ``H(c, t+1)`` inside one
+    ``H(·, t)``), a depth-first walk that splits the dimension of each lane
+    step in turn lists them contiguously, and with them every message of a
+    laminar program (Swing on power-of-two sides: the negabinary bit-reversal
+    order). ``None`` when some dimension does not nest.
+    """
+    trees = []
+    for d, prog in zip(lane.dims, lane.programs):
+        tr = _tree(prog) if prog is not None and d > 1 else []
+        if tr is None:
+            return None
+        trees.append(tr)
+    strides = _strides(lane.dims)
+    order: list[int] = []
+    groups = [(1 << d) - 1 if d > 1 else 1 for d in lane.dims]
+
+    def walk(s: int) -> None:
+        if s == len(lane.plan):
+            order.append(sum(bits(g)[0] * st for g, st in zip(groups, strides)))
+            return
+        k, t = lane.plan[s]
+        parent = groups[k]
+        for child in trees[k][t][parent]:
+            groups[k] = child
+            walk(s + 1)
+        groups[k] = parent
+
+    walk(0)
+    return order if len(order) == len(set(order)) == Torus(lane.dims).size else None
+
+
+def lane_blocks(lane: DimwiseLane, slots: Sequence[Range]) -> list[Range]:
+    """Place block ``b`` (owned by rank ``b``) on a slot: in :func:`lane_order`, else in rank order."""
+    order = lane_order(lane)
+    if order is None:
+        return list(slots)
+    out: list[Range] = [(0, 0)] * len(slots)
+    for i, b in enumerate(order):
+        out[b] = slots[i]
+    return out
