@@ -79,13 +79,15 @@ def run(args: argparse.Namespace) -> int:
                              "send_count": 0, "recv_count": 0, "peer_coords": None})
     if args.json:
         print(json.dumps({
-            "algorithm": s.algorithm, "dims": list(s.dims), "rank": s.rank, "coords": list(torus.coords(s.rank)),
+            "algorithm": s.algorithm, "summary": ALGORITHMS[s.algorithm].summary,
+            "dims": list(s.dims), "rank": s.rank, "coords": list(torus.coords(s.rank)),
             "size": s.size, "count": s.count, "steps": s.nsteps, "lanes": list(s.lane_names),
             "slots": s.slots, "meta": {k: str(v) for k, v in s.meta.items()}, "transfers": rows,
         }, indent=1))
         return 0
     print(f"# {s.algorithm} on {torus} torus, rank {s.rank} {torus.coords(s.rank)}, count {s.count}, "
           f"{s.nsteps} steps, {len(s.lanes)} lanes; sent {s.sent_elements()} elements")
+    print(f"# {ALGORITHMS[s.algorithm].summary}")
     for k, v in s.meta.items():
         print(f"# {k}: {v}")
     if s.slots > 1:
