@@ -16,11 +16,11 @@ Measurement:
     by a barrier and its time is the maximum over ranks; the median over the
     rounds is kept. Rounds stop after ``--iters``, or once the size has used
     ``--point-time`` seconds (at least one round). From ``--drop-from`` on,
-    a candidate at least ``--drop`` times slower than the fastest at two sizes in a row, falling
-    further behind, and past its latency floor (its own time grew by
-    :data:`GROWING` since the previous size) is not measured at larger sizes:
-    it only loses more there. That keeps a calibration over slow links to
-    minutes.
+    a candidate at least ``--drop`` times slower than the fastest at two
+    sizes in a row, falling further behind, and past its latency floor (its
+    time grows nearly in proportion to the size) is not measured at larger
+    sizes: it only loses more there (:func:`beaten`). That keeps a
+    calibration over slow links to minutes.
 
 Decision table:
     The medians, per (p, dims, op class), are the table ``auto`` decides
@@ -81,12 +81,14 @@ DEFAULT_POINT_TIME = 2.0
 DEFAULT_DROP = 3.0
 DEFAULT_DROP_FROM = 64 << 10
 DEFAULT_NATIVE_MARGIN = 0.10
-GROWING = 1.5
-"""A candidate is dropped only where its own time grew at least this much since the previous size: past its
-latency floor, where a widening gap keeps widening (at small sizes a gap is noise or a fixed cost)."""
+GROWING = 0.8
+"""A candidate is dropped only where its time grows at least like ``size^GROWING`` (see :func:`beaten`)."""
 MAX_WORK_BYTES = 1 << 30
 """A candidate whose work buffer (swing-lat's contributions form: ``p`` vectors) would pass this is not run."""
 ITEMSIZE = 8
+OWN_ARRAYS_UP_TO = 1 << 20
+"""Up to this size every candidate gets its own arrays, so repeated calls take the API's repeat path as a
+program's would (it is keyed by the arrays); larger ones share, to save memory where the path costs nothing."""
 
 
 @dataclass(frozen=True)
@@ -136,22 +138,23 @@ def _work_bytes(s: Series, dims: tuple[int, ...], count: int) -> int:
     return build_schedule(s.algorithm, dims, 0, count, exact=s.exact).slots * count * ITEMSIZE
 
 
-def beaten(before: tuple[float, float] | None, now: tuple[float, float], *, drop: float = DEFAULT_DROP,
-           nbytes: int = DEFAULT_DROP_FROM, drop_from: int = DEFAULT_DROP_FROM) -> bool:
+def beaten(before: tuple[float, float, int] | None, now: tuple[float, float, int], *,
+           drop: float = DEFAULT_DROP, drop_from: int = DEFAULT_DROP_FROM) -> bool:
     """Tell whether to stop measuring a candidate at larger sizes.
 
-    ``before`` and ``now`` are its ``(time / fastest time, time)`` at the
-    previous and this size. True when it is at least ``drop`` times slower
-    at both, the gap is not closing, and its own time grew by
-    :data:`GROWING` (past its latency floor, where a widening gap keeps
-    widening; at small sizes a gap is noise or a fixed cost), and the size
-    ``nbytes`` is at least ``drop_from`` (below it, one slow path of one
-    algorithm at one tiny size must not hide it from the larger sizes).
+    ``before`` and ``now`` are its ``(time / fastest time, time, size)`` at
+    the previous and this size. True when it is at least ``drop`` times
+    slower at both, the gap is not closing, this size is at least
+    ``drop_from`` and its own time grew nearly in proportion to the size
+    (by ``(size ratio)^``:data:`GROWING`): past its latency floor, where a
+    widening gap keeps widening. Below that, a gap may be a per-step cost that
+    larger vectors amortize (four lanes of short messages on shared memory).
     """
-    if before is None or nbytes < drop_from:
+    if before is None:
         return False
-    (r0, t0), (r1, t1) = before, now
-    return r0 >= drop and r1 >= drop and r1 >= r0 and t1 >= GROWING * t0
+    (r0, t0, n0), (r1, t1, n1) = before, now
+    return (n1 >= drop_from and n1 > n0 and r0 >= drop and r1 >= drop and r1 >= r0
+            and t1 >= t0 * (n1 / n0) ** GROWING)
 
 
 def measure(comm: Any, sizes: Sequence[int], series: Sequence[Series], *, dims: tuple[int, ...],
@@ -168,7 +171,7 @@ def measure(comm: Any, sizes: Sequence[int], series: Sequence[Series], *, dims: 
     sizes = sorted({max(ITEMSIZE, int(n) // ITEMSIZE * ITEMSIZE) for n in sizes})
     m = Measured(sizes, list(series), {s.name: [] for s in series}, {s.name: [] for s in series})
     live = list(series)
-    behind: dict[str, tuple[float, float]] = {}
+    behind: dict[str, tuple[float, float, int]] = {}
     for n in sizes:
         count = n // ITEMSIZE
         run = []
@@ -181,8 +184,12 @@ def measure(comm: Any, sizes: Sequence[int], series: Sequence[Series], *, dims: 
         rng = np.random.default_rng([12345, rank, count])
         bufs = {"float64": rng.uniform(0.5, 1.5, count), "int64": rng.integers(0, 1 << 20, count).astype(np.int64)}
         outs = {k: np.empty_like(v) for k, v in bufs.items()}
-        calls = [lambda s=s, src=bufs[s.dtype], dst=outs[s.dtype]:
-                 allreduce(comm, src, dst, MPI.SUM, algorithm=s.algorithm, dims=dims) for s in run]
+        if n <= OWN_ARRAYS_UP_TO:  # each candidate its own arrays: every call takes the API's repeat path
+            arrays = [(bufs[s.dtype].copy(), np.empty_like(outs[s.dtype])) for s in run]
+        else:
+            arrays = [(bufs[s.dtype], outs[s.dtype]) for s in run]
+        calls = [lambda s=s, src=src, dst=dst: allreduce(comm, src, dst, MPI.SUM, algorithm=s.algorithm, dims=dims)
+                 for s, (src, dst) in zip(run, arrays)]
         for _ in range(max(0, warmup)):
             for c in calls:
                 c()
@@ -205,8 +212,8 @@ def measure(comm: Any, sizes: Sequence[int], series: Sequence[Series], *, dims: 
             m.rounds[s.name].append([r[run.index(s)] for r in times] if s in run else [])
         dropped = []
         for s in run:
-            now = (meds[s.name] / best, meds[s.name])
-            if beaten(behind.get(s.name), now, drop=drop, nbytes=n, drop_from=drop_from):
+            now = (meds[s.name] / best, meds[s.name], n)
+            if beaten(behind.get(s.name), now, drop=drop, drop_from=drop_from):
                 dropped.append(s)
             behind[s.name] = now
         live = [s for s in run if s not in dropped]
@@ -215,7 +222,7 @@ def measure(comm: Any, sizes: Sequence[int], series: Sequence[Series], *, dims: 
             _say(comm, f"calibrate: {format_size(n):>9}: {len(run)} candidates x {len(times)} rounds, fastest "
                        f"{fastest} {best * 1e6:.1f} us" + (f"; stop measuring {', '.join(s.name for s in dropped)}"
                                                           if dropped else ""))
-        del calls, bufs, outs
+        del calls, bufs, outs, arrays
     m.seconds = time.perf_counter() - t_start
     return m
 

@@ -382,9 +382,11 @@ def test_choose_command_errors(clean_env, capsys, monkeypatch):
 def test_calibrate_stops_measuring_only_a_candidate_falling_further_behind():
     from swing_mpi.calibrate import beaten
 
-    assert not beaten(None, (10.0, 1.0))
-    assert beaten((2.5, 1e-3), (4.0, 4e-3), drop=2.0)  # behind, further behind, past its latency floor
-    assert not beaten((2.5, 1e-3), (4.0, 1.1e-3), drop=2.0)  # its time is flat: a fixed cost or noise
-    assert not beaten((4.0, 1e-3), (3.0, 4e-3), drop=2.0)  # catching up (a bandwidth algorithm at growing n)
-    assert not beaten((1.5, 1e-3), (4.0, 4e-3), drop=2.0)  # one size behind is not enough
-    assert not beaten((2.5, 1e-3), (4.0, 4e-3), drop=2.0, nbytes=64, drop_from=1024)  # tiny sizes never drop
+    assert not beaten(None, (10.0, 1.0, 1 << 20))
+    k64, k256 = 64 << 10, 256 << 10
+    assert beaten((3.5, 1e-3, k64), (5.0, 4e-3, k256))  # behind, further behind, past its latency floor
+    assert not beaten((3.5, 1e-3, k64), (5.0, 1.7e-3, k256))  # its time grows slower than the size: a per-step cost
+    assert not beaten((5.0, 1e-3, k64), (4.0, 4e-3, k256))  # catching up (a bandwidth algorithm at growing n)
+    assert not beaten((1.5, 1e-3, k64), (5.0, 4e-3, k256))  # one size behind is not enough
+    assert not beaten((3.5, 1e-3, 16), (5.0, 4e-3, 64))  # tiny sizes never drop (below drop_from)
+    assert beaten((3.5, 1e-3, 16), (5.0, 4e-3, 64), drop_from=64)
