@@ -11,7 +11,8 @@ Algorithm:
        ``swing-mpi calibrate`` for this ``p``, torus dims, op class (exact or
        not) and commutativity, every candidate in it is priced from it
        (interpolated log-log between measured sizes,
-       :meth:`~swing_mpi.tuning.DecisionTable.time`) and the fastest wins.
+       :meth:`~swing_mpi.tuning.DecisionTable.time`) and the fastest wins;
+       ``native`` unless ours is at least :data:`NATIVE_MARGIN` faster.
     3. Modelled: otherwise ``native`` below ``Tuning.native_below_bytes``,
        else the candidate with the least modelled time
        ``K·α + n·(moved·β + reduced·γ)`` (:mod:`swing_mpi.model.features`):
@@ -52,6 +53,9 @@ __all__ = [
 NONCOMMUTATIVE = "recdoub"
 """What a commutative-only algorithm asked for by name runs with a non-commutative op."""
 COLLECTIVES = ("allreduce", "reduce_scatter", "allgather")
+NATIVE_MARGIN = 0.05
+"""In a measured table, ours must beat ``native`` by this fraction to be picked: within the noise of a
+measurement, the MPI library's own path is the safer bet."""
 MODEL_RESOLUTION = 0.05
 """On a torus, a candidate whose lower bound leaves it less than this fraction to gain over the best
 routed cost so far is not routed: the model is not that precise, and routing a large torus is slow."""
@@ -144,10 +148,13 @@ def _decide(p: int, dims: tuple[int, ...], nbytes: int, exact: bool, commutative
     table = tuning.table_for(p, dims, exact=exact, commutative=commutative, collective=collective)
     if table is not None:  # measured on these dims: every candidate in it built and ran there
         best, best_t = "", math.inf
-        for a in registered + ([NATIVE] if native_ok else []):
+        for a in registered:
             t, _ = table.time(a, nbytes)
             if t is not None and t < best_t:
                 best, best_t = a, t
+        t_native = table.time(NATIVE, nbytes)[0] if native_ok else None
+        if t_native is not None and not best_t < (1.0 - NATIVE_MARGIN) * t_native:
+            return NATIVE, "measured"
         if best:
             return best, "measured"
     if native_ok and tuning.native_below_bytes is not None and nbytes < tuning.native_below_bytes:

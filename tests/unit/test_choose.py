@@ -136,6 +136,14 @@ def test_native_in_the_table_only_where_its_result_is_bit_identical():
     assert _pick((4, 4), 8, tuning=t, native_ok=False) == "ring"
 
 
+def test_ours_must_beat_native_clearly_in_a_table():
+    close = 1e-3 * (1 - chooser.NATIVE_MARGIN / 2)
+    clear = 1e-3 * (1 - 2 * chooser.NATIVE_MARGIN)
+    t = replace(MODEL, tables=(_table(sizes=(8, 1024), native=(1e-3, 1e-3), ring=(close, clear)),))
+    assert _pick((4, 4), 8, tuning=t) == NATIVE
+    assert _pick((4, 4), 1024, tuning=t) == "ring"
+
+
 def test_a_table_for_other_calls_is_not_used():
     """Another p, dims or op class: the model decides, with no error."""
     t = replace(MODEL, tables=(_table(dims=(4, 4), sizes=(8, 1 << 24), bucket=(1e-9, 2e-9)),))
