@@ -96,7 +96,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--rate-mbit", type=float, default=None,
                     help="lab link rate per direction, Mbit/s (default: the lab's, 40)")
     ap.add_argument("--mtu", type=int, default=None, help="lab MTU (default: the lab's, 65000)")
-    ap.add_argument("--lab-check", action="store_true", help="check the lab's routes and rates before the runs")
+    ap.add_argument("--lab-check", nargs="?", const="fail", choices=("fail", "warn"), default=None,
+                    help="check the lab's routes and rates before the runs (lab-check.json); a failed check "
+                    "stops the sweep, or with --lab-check=warn is only reported")
     ap.add_argument("--model-link-mbps", type=float, default=None, metavar="R",
                     help="model lines at R Mbit/s per link (default with --lab: --rate-mbit)")
     ap.add_argument("--model-alpha-us", type=float, default=None, metavar="A",
@@ -309,6 +311,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     t0 = time.perf_counter()
     codes: dict[str, int] = {}
+    check_ok: bool | None = None
     if args.lab:
         from swing_mpi.lab import Lab, LabError, LabUnavailableError
 
@@ -316,12 +319,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             with Lab(lab_dims, rate_mbit=rate, mtu=mtu, log=_say) as lab:
                 if args.lab_check:
                     res = lab.check(print_table=False)
+                    check_ok = res.ok
                     _say("\n" + res.table())
                     with open(os.path.join(out, "lab-check.json"), "w") as f:
                         json.dump(res.as_dict(), f, indent=1)
-                    if not res.ok:
+                    if not res.ok and args.lab_check == "fail":
                         _say("lab check FAILED")
                         return 1
+                    if not res.ok:
+                        _say("lab check FAILED: measuring anyway (--lab-check=warn); see lab-check.json")
                 for L in launches:
                     argv_ = lab.mpiexec_argv(np_, bench_command(args.python, L.bench_argv), env=L.env,
                                              timeout=args.timeout)
@@ -353,7 +359,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         model = {"link_bytes_per_s": model_rate * 1e6 / 8, "alpha": (args.model_alpha_us or 0.0) * 1e-6,
                  "congestion": "routed"}
         add_model_times(rows, warn=_say, **model)
-    sweep = {"command": sweep_cmd, "np": np_, "dims": args.dims, "lab": bool(args.lab), "rate_mbit": rate,
+    sweep = {"command": sweep_cmd, "np": np_, "dims": args.dims, "lab": bool(args.lab), "lab_check_ok": check_ok,
+             "rate_mbit": rate,
              "mtu": mtu, "mpich_algorithms": args.mpich_algorithms, "model": model, "exit_codes": codes,
              "seconds": round(time.perf_counter() - t0, 1)}
     write_csv(rows, os.path.join(out, "results.csv"), FIELDS)
