@@ -188,8 +188,7 @@ def main() -> int:
     args = ap.parse_args()
 
     import swing_mpi
-    from swing_mpi import api
-    from swing_mpi.api import _dims_for
+    from swing_mpi.state import comm_state, dims_for
 
     comm = MPI.COMM_WORLD
     p, rank = comm.Get_size(), comm.Get_rank()
@@ -219,7 +218,7 @@ def main() -> int:
               f"MemAvailable {fmt(meminfo()['MemAvailable'])}, need {fmt(need)}", flush=True)
     dt = np.dtype(args.dtype)
     op = MPI.SUM if args.op == "sum" else MPI.BXOR
-    dims = _dims_for(comm, args.dims)
+    dims = dims_for(comm, args.dims)
 
     t0 = time.perf_counter()
     x = np.empty(n, dt)
@@ -240,10 +239,10 @@ def main() -> int:
     w = np.ones(4096, dt)
     swing_mpi.allreduce(comm, MPI.IN_PLACE, w, op, algorithm=args.algorithm, dims=args.dims)
     MPI.Intracomm.Allreduce(comm, MPI.IN_PLACE, w, op)
-    api._state(comm).plans.clear()
+    comm_state(comm).plans.clear()
     m = measure(comm, lambda: swing_mpi.allreduce(comm, send, out, op, algorithm=args.algorithm,
                                                   dims=args.dims))
-    st = api._state(comm)
+    st = comm_state(comm)
     m["plan_scratch"] = sum(pl.scratch.nbytes + pl.slot_work.nbytes for pl in st.plans.values())
     ok = check(comm, out, p, args.op, len(dims), not args.quick, f"swing_mpi {args.algorithm}")
     if not args.in_place:

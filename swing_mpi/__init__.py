@@ -4,31 +4,37 @@ Drop-in use::
 
     from mpi4py import MPI
     import swing_mpi
-    comm = swing_mpi.Intracomm(MPI.COMM_WORLD)   # Allreduce is now Swing's
+    comm = swing_mpi.Intracomm(MPI.COMM_WORLD)   # Allreduce, Reduce_scatter(_block), Allgather are now ours
     comm.Allreduce(sendbuf, recvbuf, op=MPI.SUM)
 
-or call :func:`allreduce` directly. The schedule generator, topology and
-simulator (``swing_mpi.schedule``, ``swing_mpi.topology``,
-``swing_mpi.simulate``) import no MPI.
+or call :func:`allreduce`, :func:`reduce_scatter_block`, :func:`reduce_scatter`
+and :func:`allgather` directly. The schedule generator, topology and simulator
+(``swing_mpi.schedule``, ``swing_mpi.topology``, ``swing_mpi.simulate``)
+import no MPI; the MPI side is imported on first use of one of its names.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__version__ = "0.1.0"
-
-__all__ = ["allreduce", "iallreduce", "allreduce_init", "Request", "Intracomm", "ALGORITHMS", "Torus",
-           "__version__"]
-
 from .schedule import ALGORITHMS
 from .topology import Torus
 
+__version__ = "0.1.0"
 
-def __getattr__(name: str) -> Any:  # the MPI side is imported on first use
-    if name in ("allreduce", "iallreduce", "allreduce_init", "Request", "Intracomm"):
-        from . import api
-        value = getattr(api, name)
-        globals()[name] = value  # later lookups are plain module attributes (this hook cost 2 µs a call)
+_API = ("allreduce", "iallreduce", "allreduce_init", "Request", "Intracomm")
+_COLLECTIVES = ("reduce_scatter_block", "ireduce_scatter_block", "reduce_scatter_block_init",
+                "reduce_scatter", "ireduce_scatter", "reduce_scatter_init",
+                "allgather", "iallgather", "allgather_init")
+
+__all__ = [*_API, *_COLLECTIVES, "ALGORITHMS", "Torus", "__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    """Import the MPI side on first use of one of its names."""
+    if name in _API or name in _COLLECTIVES:
+        from . import api, collectives
+        value = getattr(api if name in _API else collectives, name)
+        globals()[name] = value  # later lookups are plain module attributes, not this hook
         return value
     raise AttributeError(f"module 'swing_mpi' has no attribute {name!r}")

@@ -5,13 +5,16 @@ Accepted like ``Comm.Allreduce``: ``buf``, ``[buf, datatype]``,
 may be an ``MPI.Datatype`` or a typecode string such as ``"d"``). Without a
 datatype, the buffer's PEP-3118 format decides (as in mpi4py). ``buf`` is any
 object with the buffer protocol (numpy arrays, ``bytearray``, ``array.array``,
-``memoryview``…); it must be C-contiguous. Objects that only offer DLPack or
-``__cuda_array_interface__`` (device arrays) are handed to the MPI library's
-own Allreduce by the API: numpy cannot reduce device memory.
+``memoryview``…); it must be C-contiguous. Objects in host memory that only
+offer ``__array_interface__`` or DLPack (torch CPU tensors, JAX CPU arrays) are
+viewed through numpy and take the same path. Device memory (DLPack on a device,
+``__cuda_array_interface__``) is handed to the MPI library's own collective by
+the API: numpy cannot reduce it.
 
 Everything here is checked locally, before any communication. What MPI itself
 calls erroneous and we cannot see locally (counts or datatypes that differ
-between ranks, different ops or algorithms on different ranks) is not checked.
+between ranks, different ops or algorithms on different ranks) is checked by
+the opt-in mismatch check (:mod:`swing_mpi.guard`, ``SWING_MPI_CHECK=1``).
 """
 
 from __future__ import annotations
@@ -22,13 +25,15 @@ from typing import Any
 import numpy as np
 from mpi4py import MPI
 
-__all__ = ["BufferSpec", "DeviceBuffer", "parse_buffer", "is_in_place", "numpy_dtype"]
+__all__ = ["BufferSpec", "DeviceBuffer", "parse_buffer", "is_in_place", "numpy_dtype", "check_comm_op",
+           "check_same_datatype"]
 
 
-class DeviceBuffer(Exception):
-    """The buffer is not a Python buffer (only DLPack or ``__cuda_array_interface__``,
-    possibly device memory): the API hands the call to the MPI library's own
-    Allreduce, which understands those protocols.
+class DeviceBuffer(Exception):  # noqa: N818 (a signal to hand the call over, not an error)
+    """The buffer is not a Python buffer, only DLPack or ``__cuda_array_interface__``.
+
+    Possibly device memory: the API hands the call to the MPI library's own
+    collective, which understands those protocols.
     """
 
 
@@ -43,10 +48,12 @@ class BufferSpec:
 
     @property
     def nbytes(self) -> int:
+        """Bytes of the ``count`` elements."""
         return self.count * self.extent
 
 
 def is_in_place(buf: Any) -> bool:
+    """Tell whether ``buf`` asks for an in-place operation (``MPI.IN_PLACE`` or ``None``)."""
     return buf is None or buf is MPI.IN_PLACE
 
 
@@ -73,14 +80,35 @@ def _format_datatype(fmt: str, where: str) -> MPI.Datatype:
             f"pass one explicitly, e.g. [buf, MPI.DOUBLE_INT]") from None
 
 
+_DLPACK_HOST = (1, 3)
+"""DLPack device types in host memory: ``kDLCPU`` and ``kDLCUDAHost`` (pinned, CPU-addressable)."""
+
+
 def _memoryview(obj: Any, where: str) -> memoryview:
-    """The buffer protocol; DLPack / CUDA-array-interface objects raise :class:`DeviceBuffer`."""
+    """Return a view of ``obj``'s memory: the buffer protocol, else a CPU array interface or DLPack export.
+
+    Objects in host memory that offer only ``__array_interface__`` or ``__dlpack__`` (torch CPU
+    tensors, JAX CPU arrays) are viewed through numpy, without a copy, so our algorithms reduce
+    them. Device memory (``__cuda_array_interface__``, DLPack on a device, or a DLPack export numpy
+    cannot take) raises :class:`DeviceBuffer`.
+    """
     try:
         return memoryview(obj)
     except TypeError:
         pass
-    if hasattr(obj, "__dlpack__") or hasattr(obj, "__cuda_array_interface__"):
+    if hasattr(obj, "__cuda_array_interface__"):
         raise DeviceBuffer(where)
+    if hasattr(obj, "__array_interface__"):
+        return np.asarray(obj).data  # writable as the interface says
+    if hasattr(obj, "__dlpack__"):
+        try:
+            on_host = obj.__dlpack_device__()[0] in _DLPACK_HOST
+            view = np.from_dlpack(obj) if on_host else None
+        except (AttributeError, TypeError, ValueError, BufferError, RuntimeError):
+            view = None
+        if view is None:
+            raise DeviceBuffer(where)
+        return view.data
     raise TypeError(f"{where}: {type(obj).__name__} does not support the buffer protocol")
 
 
@@ -137,7 +165,7 @@ def parse_buffer(spec: Any, *, writable: bool, where: str) -> BufferSpec:
 
 
 def numpy_dtype(datatype: MPI.Datatype) -> np.dtype | None:
-    """The numpy dtype of a predefined datatype, or ``None``."""
+    """Return the numpy dtype of a predefined datatype, or ``None``."""
     try:
         code = datatype.tocode()
         dt = np.dtype(code)
@@ -146,3 +174,29 @@ def numpy_dtype(datatype: MPI.Datatype) -> np.dtype | None:
     if dt.itemsize != datatype.size or dt.itemsize != datatype.extent:
         return None
     return dt
+
+
+def check_comm_op(comm: Any, op: Any = None) -> None:
+    """Raise ``TypeError`` unless ``comm`` is an intracommunicator (and ``op``, if given, an op)."""
+    if not isinstance(comm, MPI.Comm) or comm == MPI.COMM_NULL:
+        raise TypeError(f"comm must be an mpi4py intracommunicator, got {comm!r}")
+    if comm.Is_inter():
+        raise TypeError("comm is an intercommunicator; only intracommunicators are supported")
+    if op is not None and (not isinstance(op, MPI.Op) or op == MPI.OP_NULL):
+        raise TypeError(f"op must be an MPI.Op, got {op!r}")
+
+
+def _code(dt: MPI.Datatype) -> str | None:
+    try:
+        return dt.tocode()
+    except (KeyError, ValueError):
+        return None
+
+
+def check_same_datatype(send: BufferSpec, recv: BufferSpec) -> None:
+    """Raise ``ValueError`` unless the two buffers hold the same kind of element."""
+    if send.datatype != recv.datatype and (
+            send.datatype.size != recv.datatype.size or send.extent != recv.extent
+            or _code(send.datatype) != _code(recv.datatype)):
+        raise ValueError(f"sendbuf datatype {send.datatype.Get_name()} does not match "
+                         f"recvbuf datatype {recv.datatype.Get_name()}")

@@ -12,7 +12,7 @@ import pytest
 from mpi4py import MPI
 
 import swing_mpi
-from swing_mpi import api
+from swing_mpi import api, repeat
 
 pytestmark = pytest.mark.mpi
 
@@ -39,13 +39,13 @@ def _same_everywhere(a):
 def slow_calls(monkeypatch):
     """Counts the calls that took the full (checking) path."""
     n = [0]
-    orig = api._check_args
+    orig = api.check_args
 
     def counting(*a):
         n[0] += 1
         return orig(*a)
 
-    monkeypatch.setattr(api, "_check_args", counting)
+    monkeypatch.setattr(api, "check_args", counting)
     return n
 
 
@@ -161,7 +161,7 @@ def test_new_arrays_every_call_and_many_buffers():
         y = np.empty(2, np.int64)
         swing_mpi.allreduce(WORLD, x, y, algorithm="swing-lat" if k % 2 else "auto")
         assert np.array_equal(y, np.full(2, P * (P - 1) // 2 + P * k))
-    assert len(api._repeats) <= api._REPEATS_MAX
+    assert len(repeat.RECORDS) <= repeat.REPEATS_MAX
 
 
 def test_records_hold_no_array_alive():

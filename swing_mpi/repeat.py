@@ -1,0 +1,121 @@
+"""The repeat path: a call on the same numpy arrays as an earlier one skips checks and choice.
+
+Applications reduce the same arrays again and again (a training loop, a
+solver's dot products). Everything :func:`swing_mpi.allreduce` checks and
+decides depends only on the communicator, the op, the options and the arrays
+themselves: their identity (contiguity, overlap) and the dtype and size that
+numpy lets a program change in place. A call repeating all of these skips
+straight to the data movement. Arrays are held by weak reference (a dead one
+never matches), plans too (the communicator's plan cache owns them).
+
+The ``native`` path checks the least: the MPI call itself (mpi4py) checks the
+send buffer's count against the receive buffer's, and sizes cannot change in
+place (numpy refuses ``ndarray.resize`` on an array with weak references).
+Changed dtypes are checked: the call passes the datatype (saving mpi4py's
+inference from the buffer format). A communicator freed since fails in that
+MPI call, as ``comm.Allreduce`` would.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+import numpy as np
+from mpi4py import MPI
+
+from .executor import Plan
+from .state import CommState
+
+__all__ = ["Repeat", "RECORDS", "REPEATS_MAX", "remember", "again"]
+
+
+class Repeat:
+    """What a call on plain numpy arrays resolved to, for the next call on the same arrays."""
+
+    __slots__ = ("recv", "send", "in_place", "comm", "op", "algorithm", "dims", "rdtype", "rsize",
+                 "sdtype", "ssize", "datatype", "st", "plan", "native")
+    recv: weakref.ref
+    send: weakref.ref | None
+    in_place: Any
+    comm: Any
+    op: MPI.Op
+    algorithm: Any
+    dims: Any
+    rdtype: np.dtype
+    rsize: int
+    sdtype: np.dtype | None
+    ssize: int | None
+    datatype: MPI.Datatype
+    st: Any
+    plan: weakref.ref | None
+    native: Any
+
+
+RECORDS: dict[int, Repeat] = {}
+"""Keyed by ``id(recvbuf)``. A record leaves as soon as its receive or send array
+is garbage (weak reference callbacks run before the memory can be reused), so a
+record found under ``id(recvbuf)`` is this very array's, without calling its weak
+reference."""
+REPEATS_MAX = 256
+"""More records than this and all are dropped (a program cycling through many arrays)."""
+
+
+def _forget_recv(ref: weakref.ref, key: int) -> None:
+    r = RECORDS.get(key)
+    if r is not None and r.recv is ref:
+        RECORDS.pop(key, None)  # another thread may have cleared RECORDS meanwhile
+
+
+def _forget_send(ref: weakref.ref, key: int) -> None:
+    r = RECORDS.get(key)
+    if r is not None and r.send is ref:
+        RECORDS.pop(key, None)  # another thread may have cleared RECORDS meanwhile
+
+
+def remember(comm: Any, sendbuf: Any, recvbuf: Any, op: MPI.Op, algorithm: Any, dims: Any,
+             datatype: MPI.Datatype, st: CommState | None, plan: Plan | None) -> None:
+    """Record a finished allreduce for the next call on the same arrays, if it is one that can repeat.
+
+    ``plan`` is ``None`` for ``native`` (then ``st`` is unused).
+    """
+    if type(recvbuf) is not np.ndarray or not recvbuf.size:
+        return
+    in_place = sendbuf is None or sendbuf is MPI.IN_PLACE
+    if not in_place and type(sendbuf) is not np.ndarray:
+        return
+    if not (algorithm is None or type(algorithm) is str) or not (dims is None or type(dims) in (str, tuple)):
+        return  # a list of dims could change between calls
+    key = id(recvbuf)
+    r = Repeat()
+    r.recv = weakref.ref(recvbuf, lambda ref: _forget_recv(ref, key))
+    r.in_place = sendbuf if in_place else None
+    r.send = None if in_place else weakref.ref(sendbuf, lambda ref: _forget_send(ref, key))
+    r.sdtype = None if in_place else sendbuf.dtype
+    r.ssize = None if in_place else sendbuf.size
+    r.comm, r.op, r.algorithm, r.dims = comm, op, algorithm, dims
+    r.rdtype, r.rsize = recvbuf.dtype, recvbuf.size
+    r.datatype = datatype
+    r.st = st
+    r.plan = None if plan is None else weakref.ref(plan)
+    r.native = MPI.Intracomm.Allreduce.__get__(comm)  # not comm.Allreduce: swing_mpi.Intracomm overrides it
+    if len(RECORDS) >= REPEATS_MAX:
+        RECORDS.clear()
+    RECORDS[key] = r
+
+
+def again(r: Repeat, sendbuf: Any, recvbuf: Any) -> bool:
+    """Run a recorded schedule call again on its arrays; false if a size, dtype or state no longer fits.
+
+    The caller (:func:`swing_mpi.allreduce`) has found ``r`` under ``id(recvbuf)``
+    and matched the communicator, op, options, receive dtype and send array;
+    ``native`` records it runs itself (a call here would cost a tenth of a
+    microsecond on a path whose whole overhead is a few tenths).
+    """
+    plan = None if r.plan is None else r.plan()
+    if (plan is not None and r.st.alive and recvbuf.size == r.rsize and recvbuf.flags.writeable
+            and (r.send is None or sendbuf.dtype is r.sdtype and sendbuf.size == r.ssize)):
+        plan.run(np.frombuffer(recvbuf, np.uint8),
+                 None if r.send is None else np.frombuffer(sendbuf, np.uint8), seq=r.st.next_seq())
+        return True
+    return False
