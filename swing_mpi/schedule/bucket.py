@@ -85,4 +85,20 @@ def build_bucket(rank: int, dims: tuple[int, ...], count: int, *, algorithm: str
         steps = rs_all + [st for ag in reversed(ag_per_dim) for st in ag]
         out_lanes.append(tuple(steps))
         names.append(name)
-    return Schedule(algorithm, rank, p, count, tuple(dims), tuple(out_lanes), tuple(names), {})
+    return Schedule(algorithm, rank, p, count, tuple(dims), tuple(out_lanes), tuple(names),
+                    {"owned": _owned(torus, lanes, parts)})
+
+
+def _owned(torus: Torus, lanes: list[tuple[str, list[int], int]],
+           parts: list[tuple[int, int]]) -> tuple[tuple[tuple[int, int], ...], ...]:
+    """Per lane, the range each rank owns after the reduce-scatter (for ``schedule/halves.py``)."""
+    out = []
+    for (_, order, _), part in zip(lanes, parts):
+        mine = []
+        for r in range(torus.size):
+            seg, c = part, torus.coords(r)
+            for k in order:
+                seg = split_range(seg, torus.dims[k])[c[k]]
+            mine.append(seg)
+        out.append(tuple(mine))
+    return tuple(out)

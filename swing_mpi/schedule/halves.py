@@ -10,10 +10,12 @@ Algorithm:
 
     1. The allreduce schedule is built for a *virtual* vector of ``L·p``
        units (``L`` lanes, ``p`` ranks): every block of every lane is one unit.
-    2. Which rank owns which unit after the reduce-scatter is read off the
-       schedules themselves (received and never passed on during the ``fold``
-       and ``reduce-scatter`` steps), cached per (algorithm, dims); this works
-       for every builder without it describing its block placement.
+    2. Which rank owns which unit after the reduce-scatter: a builder may say
+       it (``Schedule.meta["owned"]``: per lane, the range each rank owns);
+       otherwise it is read off every rank's schedule (received and never
+       passed on during the ``fold`` and ``reduce-scatter`` steps), which
+       needs no help from the builder but builds ``p`` schedules. Cached per
+       (algorithm, dims); wrong or missing ownership raises ``ValueError``.
     3. Each unit is given a target rank: its owner, or, for owners with more
        than one unit in a lane (the ranks that took over a folded neighbour's
        part), a rank that owns none, preferably that neighbour.
@@ -84,7 +86,16 @@ def unit_owners(algorithm: str, dims: tuple[int, ...]) -> tuple[int, tuple[int, 
     units = lanes * p
     owner = [-1] * units
     keep = HALF_PHASES[REDUCE_SCATTER]
-    for t in range(p):
+    owned = _build(algorithm, dims, 0, units).meta.get("owned") if p > 1 else None
+    if owned is not None:  # the builder says where blocks end up: no need to read every rank's schedule
+        for t_ranges in owned:
+            for t, (a, b) in enumerate(t_ranges):
+                for u in range(a, b):
+                    if owner[u] != -1:
+                        raise ValueError(f"{algorithm} on {'x'.join(map(str, dims))}: unit {u} owned by ranks "
+                                         f"{owner[u]} and {t} (its schedule's meta['owned'])")
+                    owner[u] = t
+    for t in range(p if owned is None else 0):
         s = _build(algorithm, dims, t, units)
         got = bytearray(units)
         for lane in s.lanes:

@@ -45,7 +45,7 @@ from collections.abc import Callable
 from ..blocks import split, split_range
 from ..topology import Torus
 from .base import COPY, REDUCE, Range, Schedule, Step, Transfer, merge_ranges
-from .blockset import rs_ag_lane
+from .blockset import place_blocks, rs_ag_lane
 from .recdoub import fold_ranks
 from .swing import dim_peer_table, lane_plan
 
@@ -112,8 +112,13 @@ def build_xor_bw(rank: int, dims: tuple[int, ...], count: int, *, mirrored: bool
         lanes = [("xor", active[0], 1)]
     parts = split(count, len(lanes))
     out_lanes: list[tuple[Step, ...]] = []
-    for (name, start, sign), part in zip(lanes, parts):
+    owned = []  # per lane, the range each rank owns after the reduce-scatter (for schedule/halves.py)
+    for (_, start, sign), part in zip(lanes, parts):
         peers = xor_peer_table(vdims, start, sign)
+        mine = [(part[0], part[0])] * p  # folded ranks own nothing
+        for v, rng in enumerate(place_blocks(peers, split_range(part, pw))):
+            mine[to_rank(v)] = rng
+        owned.append(tuple(mine))
         core: list[Step]
         if vr is None:
             core = [Step((), "reduce-scatter")] * len(peers) + [Step((), "all-gather")] * len(peers)
@@ -125,6 +130,7 @@ def build_xor_bw(rank: int, dims: tuple[int, ...], count: int, *, mirrored: bool
             fold, unfold = _fold_steps(rank, rem, torus, part)
             core = [fold] + core + [unfold]
         out_lanes.append(tuple(core))
+    meta["owned"] = tuple(owned)
     return Schedule(algorithm, rank, p, count, dims, tuple(out_lanes), tuple(n for n, _, _ in lanes), meta)
 
 
@@ -143,7 +149,7 @@ def _port_fn(rank: int, vr: int, torus: Torus, vdims: tuple[int, ...], start: in
 
 
 def _fold_steps(rank: int, rem: int, torus: Torus, part: Range) -> tuple[Step, Step]:
-    """The fold (first) and unfold (last) step of one lane on its ``part``."""
+    """Return the fold (first) and unfold (last) step of one lane on its ``part``."""
     whole = merge_ranges([part])
     if rank >= 2 * rem:
         return Step((), "fold"), Step((), "unfold")

@@ -78,7 +78,7 @@ def ring_steps(c: int, d: int, sub: Sequence[Range], nxt: int, prv: int, *, sign
 
 
 def build_ring(rank: int, dims: tuple[int, ...], count: int, *, algorithm: str = "ring") -> Schedule:
-    """The ring allreduce of ``rank``: ``2(p−1)`` steps over ranks in rank order."""
+    """Build the ring allreduce of ``rank``: ``2(p−1)`` steps over ranks in rank order."""
     torus = Torus(dims)
     p = torus.size
     if p == 1:
@@ -87,4 +87,5 @@ def build_ring(rank: int, dims: tuple[int, ...], count: int, *, algorithm: str =
     rs, ag = ring_steps(rank, p, split(count, p), nxt, prv, sign=1,
                         port_next=torus.port_towards(rank, nxt),
                         port_prev=torus.port_towards(rank, prv))
-    return Schedule(algorithm, rank, p, count, tuple(dims), (tuple(rs + ag),), ("ring",), {})
+    owned = (tuple(split(count, p)),)  # rank r ends the reduce-scatter owning block r (schedule/halves.py)
+    return Schedule(algorithm, rank, p, count, tuple(dims), (tuple(rs + ag),), ("ring",), {"owned": owned})
