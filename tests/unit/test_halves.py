@@ -18,8 +18,7 @@ import numpy as np
 import pytest
 
 from swing_mpi.schedule import ALGORITHMS, build_schedule
-from swing_mpi.schedule.halves import (ALL_GATHER, HALF_PHASES, REDUCE_SCATTER, build_half, unit_owners,
-                                       unit_targets)
+from swing_mpi.schedule.halves import ALL_GATHER, HALF_PHASES, REDUCE_SCATTER, build_half, unit_owners, unit_targets
 from swing_mpi.simulate import simulate
 
 HALVES = tuple(a for a, info in ALGORITHMS.items() if "reduce_scatter" in info.collectives)
@@ -60,7 +59,7 @@ def test_reduce_scatter_and_allgather_are_exact(algorithm, dims, uneven):
         assert np.array_equal(out[t][a:b], total[a:b]), f"rank {t}"
     full = rng.standard_normal(n)
     ins = []
-    for r, (a, b) in enumerate(blocks):
+    for a, b in blocks:
         v = np.full(n, np.nan)
         v[a:b] = full[a:b]
         ins.append(v)
