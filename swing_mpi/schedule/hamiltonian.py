@@ -18,34 +18,35 @@ Algorithm:
     a unit square whose two ``i``-links lie in one factor and whose two
     ``j``-links lie in another, swap the pairs between the two factors. Both
     factors stay 2-regular; when the swapped links lay on two different
-    cycles of each factor, both factors lose a cycle. The search takes such
-    merging swaps first, else a swap that leaves the total count of cycles
-    unchanged, else any swap, in an order drawn from a fixed-seed generator
-    of its own (so every rank, on any Python, finds the same cycles), and
-    tries a few seeds within a budget of moves. The result is verified
-    (every factor one cycle through all ``p`` ranks, every link in exactly
-    one factor) before use; the search is cached per shape.
+    cycles of each factor, both factors lose a cycle. The search takes every
+    such merging swap it finds in a pass over the squares; a pass that finds
+    none makes one swap that does not add cycles (squares that merge in one
+    factor first), else any swap. The order of the squares comes from a
+    fixed-seed generator of its own, so every rank, on any Python, finds the
+    same cycles; a seed that has not finished within ``4p + 100`` moves is
+    dropped for the next (64 seeds). The result is verified (every factor one
+    cycle through all ``p`` ranks, every link in exactly one factor) before
+    use, and cached per shape.
 
 Restrictions:
     Commutative ops: each block is reduced in the order of its ring (the API
     sends non-commutative ops to ``recdoub``). Every block is reduced once and
     then copied, so results are bit-identical on all ranks.
 
-    Shapes: found on every 2-D torus ``a x b`` with ``3 <= a, b <= 12``, every
-    3-D torus with sides 2..6 except ``2 x 2 x c``, and 16x16, 32x32, 15x16,
-    8x8x8 (the unit tests check these). No decomposition exists on ``2 x b``
-    with ``b`` odd: in a side of 2 both links join the same two nodes, a
-    Hamiltonian cycle on more than two nodes takes at most one of them, so
-    each of the two cycles takes exactly one of each pair and crosses the
-    side ``b`` times, an odd number. The search finds none on ``2 x b`` with
-    ``b`` even nor on ``2 x 2 x c`` either, so a torus with ``A >= 2`` active
-    dimensions of which at least ``A − 1`` have side 2 is not searched
-    (2x2 is: it has two). On
-    those shapes, and wherever the search runs out of budget, the schedule is
-    ``bucket``'s (same lanes on the same ports, ring steps per dimension;
-    ``Ψ = 1`` and ``Ξ = 1`` too, fewer steps), and ``meta["fallback"]`` says
-    so. A ring (``A = 1``) is its own single cycle; ``p = 1`` is an empty
-    schedule.
+    Shapes: the unit tests find the cycles on every 2-D torus ``a x b`` with
+    ``3 <= a, b <= 12`` and on 2x2, on every 3-D torus with sides 2..6 except
+    ``2 x 2 x c`` (in any order), and on 16x16, 15x16, 32x32, 8x8x8, 4x4x4x4.
+    No decomposition exists on ``2 x b`` with ``b`` odd: in a side of 2 both
+    links join the same two nodes, a Hamiltonian cycle on more than two nodes
+    takes at most one of them, so each of the two cycles takes exactly one
+    of each pair and crosses the side ``b`` times, an odd number. The search
+    finds none on ``2 x b`` with ``b`` even nor on ``2 x 2 x c`` either, so a
+    torus with ``A >= 2`` active dimensions of which at least ``A − 1`` have
+    side 2 is not searched (2x2 is, and has two cycles). On those shapes, and
+    wherever the search runs out of seeds, the schedule is ``bucket``'s (the
+    same lanes on the same ports, ring steps per dimension; ``Ψ = 1`` and
+    ``Ξ = 1`` too, and fewer steps), and ``meta["fallback"]`` says so. A ring
+    (``A = 1``) is its own single cycle; ``p = 1`` is an empty schedule.
 
 Cost (n bytes, p ranks, A active dimensions):
     2·(p−1)·α + 2·n·(p−1)/p·β/(2A) + n·(p−1)/p·γ        (Ψ = 1, Ξ = 1: every message one hop)
@@ -70,7 +71,7 @@ from .ring import ring_steps
 
 __all__ = ["HamiltonianCycle", "build_hamiltonian", "hamiltonian_cycles", "search_is_hopeless"]
 
-_SEEDS = 8
+_SEEDS = 64
 _TRIES_PER_MOVE = 32
 
 
@@ -160,47 +161,93 @@ class _Factors:
         self.fac[f1] = self.fac[f2] = F
         return F, G
 
+    def relabel(self) -> None:
+        """Label every cycle of every factor (ids unique over all factors) and list its links."""
+        self.lab = [-1] * self.E
+        self.members: dict[int, set[int]] = {}
+        self.ncyc = [0] * self.A
+        for f in range(self.A):
+            lab, n = self.label(f)
+            base = len(self.members)
+            for c in range(n):
+                self.members[base + c] = set()
+            for e in range(self.E):
+                if lab[e] >= 0:
+                    self.lab[e] = base + lab[e]
+                    self.members[base + lab[e]].add(e)
+            self.ncyc[f] = n
+
+    def _join(self, c1: int, c2: int, gone: tuple[int, int], new: tuple[int, int]) -> None:
+        """Cycles ``c1`` and ``c2`` become one: links ``gone`` leave it, links ``new`` join it."""
+        big, small = (c1, c2) if len(self.members[c1]) >= len(self.members[c2]) else (c2, c1)
+        keep = self.members[big]
+        for e in gone:
+            keep.discard(e)
+        for e in self.members.pop(small):
+            if e not in gone:  # a link that left has its new cycle's label already, or gets it next
+                self.lab[e] = big
+                keep.add(e)
+        for e in new:
+            keep.add(e)
+            self.lab[e] = big
+
+    def valid(self, sq: tuple[int, int, int, int]) -> bool:
+        """Tell whether the square's two ``i``-links share one factor and its ``j``-links another."""
+        e1, e2, f1, f2 = sq
+        fac = self.fac
+        return fac[e1] != fac[f1] and fac[e2] == fac[e1] and fac[f2] == fac[f1]
+
     def search(self, seed: int, max_moves: int) -> bool:
-        """Swap until every factor is one cycle (True) or the budget is spent (False)."""
-        labs = [self.label(f) for f in range(self.A)]
-        total = sum(n for _, n in labs)
+        """Swap until every factor is one cycle (True) or the budget is spent (False).
+
+        A pass over the squares (in a seeded order) takes every swap that
+        merges two cycles in both factors, keeping cycle labels up to date by
+        relabelling the smaller cycle; a pass that finds none makes one swap
+        that does not add cycles (else any swap) and relabels everything.
+        """
+        self.relabel()
         rng = _Rng(seed)
         squares = list(self.squares)
-        fac = self.fac
-        for _ in range(max_moves):
-            if total == self.A:
-                return True
-            rng.shuffle(squares)
-            merging = None
-            others = []
+        rng.shuffle(squares)
+        lab = self.lab
+        moves = 0
+        while sum(self.ncyc) > self.A:
+            if moves >= max_moves:
+                return False
+            merged = False
             for sq in squares:
-                e1, e2, f1, f2 = sq
-                F, G = fac[e1], fac[f1]
-                if F == G or fac[e2] != F or fac[f2] != G:
+                if not self.valid(sq):
                     continue
-                if labs[F][0][e1] != labs[F][0][e2] and labs[G][0][f1] != labs[G][0][f2]:
-                    merging = sq
-                    break
-                others.append(sq)
-            if merging is not None:
-                F, G = self.swap(merging)
-                labs[F], labs[G] = self.label(F), self.label(G)
-                total = sum(n for _, n in labs)
+                e1, e2, f1, f2 = sq
+                if lab[e1] != lab[e2] and lab[f1] != lab[f2]:
+                    cf1, cf2, cg1, cg2 = lab[e1], lab[e2], lab[f1], lab[f2]
+                    F, G = self.swap(sq)
+                    self._join(cf1, cf2, (e1, e2), (f1, f2))
+                    self._join(cg1, cg2, (f1, f2), (e1, e2))
+                    self.ncyc[F] -= 1
+                    self.ncyc[G] -= 1
+                    moves += 1
+                    merged = True
+            if merged:
                 continue
+            rng.shuffle(squares)
+            others = [sq for sq in squares if self.valid(sq)]
             if not others:
                 return False
+            # squares that merge in one factor first: when the other factor's two links run the
+            # same way round their cycle, the swap keeps that cycle whole and the count drops
+            others.sort(key=lambda sq: lab[sq[0]] == lab[sq[1]] and lab[sq[2]] == lab[sq[3]])
             for sq in others[:_TRIES_PER_MOVE]:  # a swap that does not add cycles
                 F, G = self.swap(sq)
-                lf, lg = self.label(F), self.label(G)
-                if lf[1] + lg[1] <= labs[F][1] + labs[G][1]:
-                    labs[F], labs[G] = lf, lg
+                if self.label(F)[1] + self.label(G)[1] <= self.ncyc[F] + self.ncyc[G]:
                     break
                 self.swap(sq)
             else:  # none: take the first one anyway (a step uphill)
-                F, G = self.swap(others[0])
-                labs[F], labs[G] = self.label(F), self.label(G)
-            total = sum(n for _, n in labs)
-        return total == self.A
+                self.swap(others[0])
+            moves += 1
+            self.relabel()
+            lab = self.lab
+        return True
 
     def cycles(self) -> tuple[HamiltonianCycle, ...]:
         """Walk every factor from rank 0 (it must be one cycle) and check the walk."""
@@ -239,7 +286,7 @@ def hamiltonian_cycles(dims: tuple[int, ...]) -> tuple[HamiltonianCycle, ...] | 
         return None
     for seed in range(_SEEDS):
         fs = _Factors(dims)
-        if fs.search(seed, max_moves=50 * p + 1000):
+        if fs.search(seed, max_moves=4 * p + 100):
             return fs.cycles()
     return None
 
