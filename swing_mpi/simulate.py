@@ -17,7 +17,7 @@ import numpy as np
 
 from .schedule.base import COPY, REDUCE, Schedule
 
-__all__ = ["simulate", "Message", "ScheduleError", "schedules_for_all"]
+__all__ = ["simulate", "Message", "ScheduleError"]
 
 BinaryOp = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
@@ -28,16 +28,14 @@ class ScheduleError(AssertionError):
 
 @dataclass(frozen=True)
 class Message:
+    """One message of a simulated run: ``count`` elements from ``src`` to ``dst`` at (lane, step)."""
+
     lane: int
     step: int
     src: int
     dst: int
     count: int
     port: int | None
-
-
-def schedules_for_all(build: Callable[[int], Schedule], p: int) -> list[Schedule]:
-    return [build(r) for r in range(p)]
 
 
 def _pack(vec: np.ndarray, ranges) -> np.ndarray:

@@ -35,6 +35,7 @@ import time as _time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Any
 
 from ..schedule import ALGORITHMS, build_schedule
 from ..schedule.base import Schedule
@@ -269,7 +270,7 @@ def crossovers(results: Sequence[ModelResult], *, alpha: float = DEFAULT_ALPHA,
     Keys are ``None`` where an algorithm is missing.
     """
     sizes = list(sizes) if sizes is not None else default_sizes()
-    kw = dict(alpha=alpha, link_bytes_per_s=link_bytes_per_s, congestion=congestion)
+    kw: dict[str, Any] = dict(alpha=alpha, link_bytes_per_s=link_bytes_per_s, congestion=congestion)
     by = {r.algorithm: r for r in results}
     fastest = []
     for n in sizes:

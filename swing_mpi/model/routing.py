@@ -463,10 +463,10 @@ def step_loads(traffic: Traffic) -> list[StepLoad]:
         if not accs:
             continue
         L = tuple(math.lcm(*(P[j] for P, _ in accs)) for j in range(traffic.torus.ndims))
-        src = sum(_tile(a.src, P, L) for P, a in accs)
-        dist = sum(_tile(a.dist, P, L) for P, a in accs)
-        link = sum(_tile(a.link, P, L) for P, a in accs)
-        nmsg = sum(_tile(a.nmsg, P, L) for P, a in accs)
+        src = np.sum([_tile(a.src, P, L) for P, a in accs], axis=0)
+        dist = np.sum([_tile(a.dist, P, L) for P, a in accs], axis=0)
+        link = np.sum([_tile(a.link, P, L) for P, a in accs], axis=0)
+        nmsg = np.sum([_tile(a.nmsg, P, L) for P, a in accs], axis=0)
         out.append(StepLoad(
             index=k,
             phase=traffic.phases[k] if k < len(traffic.phases) else "",

@@ -1,4 +1,4 @@
-"""Block sets for bandwidth-optimal reduce-scatter + all-gather.
+r"""Block sets for bandwidth-optimal reduce-scatter + all-gather.
 
 Given any sequence of peer functions ``π(·, s)``, ``s = 0 … L−1``, each an
 involution on ``{0 … n−1}``, the blocks a rank sends at every step follow from
@@ -6,7 +6,7 @@ the paper's Listing 1 recursion plus one de-duplication rule::
 
     R(x, L) = ∅
     R(x, t) = ⋃_{u=t…L−1} ({π(x,u)} ∪ R(π(x,u), u+1))
-    raw(r, s) = ({q} ∪ R(q, s+1)) \\ {r}            q = π(r, s)
+    raw(r, s) = ({q} ∪ R(q, s+1)) \ {r}            q = π(r, s)
     send(r, s) = {b ∈ raw(r, s) : no later s' has b ∈ raw(r, s')}
 
 Swing, recursive halving (Rabenseifner) and the mirrored XOR schedule differ
@@ -25,14 +25,14 @@ __all__ = ["BlockSets", "rs_ag_lane", "place_blocks", "bits"]
 
 
 def bits(mask: int) -> list[int]:
-    """Indices of the set bits of ``mask``, ascending (linear in the mask's length)."""
+    """Return the indices of the set bits of ``mask``, ascending (linear in the mask's length)."""
     if mask < 0:
         raise ValueError("negative mask")
     digits = bin(mask)[:1:-1]  # least significant bit first
     return [i for i, c in enumerate(digits) if c == "1"]
 
 
-class _NotLaminar(Exception):
+class _NotLaminarError(Exception):
     pass
 
 
@@ -40,6 +40,7 @@ class BlockSets:
     """Reduce-scatter block sets for one peer table ``peers[s][x]``."""
 
     def __init__(self, peers: Sequence[Sequence[int]]) -> None:
+        """Check that every step of ``peers`` is an involution; sets are computed lazily."""
         self.peers = [tuple(row) for row in peers]
         self.L = len(self.peers)
         self.n = len(self.peers[0]) if self.peers else 1
@@ -81,7 +82,7 @@ class BlockSets:
         return got
 
     def block_order(self) -> list[int] | None:
-        """A block order in which every send set is one contiguous run, or ``None``.
+        """Find a block order in which every send set is one contiguous run, or ``None``.
 
         ``H(r, s)``, the blocks ``r`` is still responsible for after step ``s``,
         shrinks from all blocks to ``{r}``. When these sets form a binary
@@ -131,12 +132,12 @@ class BlockSets:
             if rest:
                 low2 = (rest & -rest).bit_length() - 1
                 if H[s][low2] != rest:
-                    raise _NotLaminar
+                    raise _NotLaminarError
                 dfs(rest, s + 1)
 
         try:
             dfs(full, 0)
-        except _NotLaminar:
+        except _NotLaminarError:
             return None
         self._order = order
         return order
@@ -164,7 +165,7 @@ def blocksets(peers: Sequence[Sequence[int]]) -> BlockSets:
 
 
 def place_blocks(peers: Sequence[Sequence[int]], slots: Sequence[Range]) -> list[Range]:
-    """The range of block ``b`` (owned by ``b``) given the ``slots`` of a part, in order.
+    """Place block ``b`` (owned by ``b``) on one of the ``slots`` of a part, in order.
 
     With a contiguous block order (:meth:`BlockSets.block_order`) block ``b``
     takes the slot at its position in that order; otherwise slot ``b``. Every

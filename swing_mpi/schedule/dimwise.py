@@ -149,24 +149,26 @@ def extra_node_program(inner: RingProgram, kind: str = "extra-node", *, spread: 
     return _program(d, rows, kind)
 
 
-def relay_extra_program(inner: RingProgram, kind: str = "relay-extra") -> RingProgram:
+def relay_extra_program(inner: RingProgram, kind: str = "relay-extra", *, ride: bool = False) -> RingProgram:
     """Build an odd ring of ``inner.d + 1`` whose extra node ``e = d−1`` relays through its neighbours.
 
     At step ``t`` node 0 of ``inner`` moves one way; ``e`` hands the
     neighbour on that side (``0`` or ``d−2``) its partials of the block
-    coordinates that neighbour still holds after the step, so ``e`` halves
+    coordinates that neighbour still holds after the step, so ``e`` sheds
     what it holds like everyone else and uses the ports an even node would.
-    What no neighbour takes, and every node's partial of block ``e``, is
-    traded directly in the last step.
+    What no neighbour takes is traded directly in the last step of
+    ``inner``. Every node's partial of block ``e`` goes straight to ``e`` in
+    that step too, or with ``ride`` travels with block 0 to node 0, which
+    hands it to ``e`` in one more step.
     """
     g = inner.d
     d, e = g + 1, g
     L = max(inner.steps, 1)
-    rows: list[list[dict[int, int]]] = [[{} for _ in range(d)] for _ in range(L)]
+    rows: list[list[dict[int, int]]] = [[{} for _ in range(d)] for _ in range(L + (1 if ride else 0))]
     for t in range(inner.steps):
         for c in range(g):
             for q, m in inner.sends[t][c]:
-                rows[t][c][q] = m
+                rows[t][c][q] = m | (1 << e if ride and m & 1 else 0)
     rest = (1 << g) - 1
     for t in range(inner.steps):
         q0 = inner.sends[t][0][0][0] if inner.sends[t][0] else 0
@@ -178,7 +180,10 @@ def relay_extra_program(inner: RingProgram, kind: str = "relay-extra") -> RingPr
     for c in range(g):
         if rest >> c & 1:
             rows[L - 1][e][c] = rows[L - 1][e].get(c, 0) | (1 << c)
-        rows[L - 1][c][e] = rows[L - 1][c].get(e, 0) | (1 << e)
+        if not ride:
+            rows[L - 1][c][e] = rows[L - 1][c].get(e, 0) | (1 << e)
+    if ride:
+        rows[L][0][e] = 1 << e
     return _program(d, rows, kind)
 
 
@@ -188,7 +193,7 @@ def ring_program(d: int, direction: int = 1) -> RingProgram:
     return _program(d, rows, "ring")
 
 
-def mirror_program(prog: RingProgram) -> RingProgram:
+def mirror_program(prog: RingProgram, *, a: int | None = None) -> RingProgram:
     """``prog`` seen in a mirror ``c ↦ a − c mod d`` with ``a`` even: every move goes the other way round.
 
     ``a`` is 0 for an even ring (Swing's peers with the sign flipped) and
@@ -196,7 +201,8 @@ def mirror_program(prog: RingProgram) -> RingProgram:
     node of its own parity and leaves by the other port than in ``prog``.
     """
     d = prog.d
-    a = d - 1 if d % 2 else 0
+    if a is None:
+        a = d - 1 if d % 2 else 0
 
     def sig(c: int) -> int:
         return (a - c) % d

@@ -239,7 +239,7 @@ def dim_program(d: int, sign: int = 1) -> RingProgram | None:
     elif d == 3:
         return ring_program(3, sign)
     else:
-        prog = relay_extra_program(involution_program(_peer_table((d - 1,), 0, 1), "swing"))
+        prog = relay_extra_program(involution_program(offset_table(d - 1, ring_offsets(d - 1)), "swing"))
     return prog if sign == 1 else mirror_program(prog)
 
 
@@ -252,16 +252,17 @@ def swing_lane(dims: tuple[int, ...], start_dim: int, sign: int) -> DimwiseLane:
 
 
 @lru_cache(maxsize=256)
-def _placement(dims: tuple[int, ...], start_dim: int, sign: int, part: Range) -> tuple[Range, ...]:
-    return tuple(lane_blocks(swing_lane(dims, start_dim, sign), split_range(part, math.prod(dims))))
+def _placement(lane: DimwiseLane, part: Range) -> tuple[Range, ...]:
+    return tuple(lane_blocks(lane, split_range(part, math.prod(lane.dims))))
 
 
 def build_swing_bw(rank: int, dims: tuple[int, ...], count: int, *, ports: int = 0,
                    algorithm: str = "swing-bw") -> Schedule:
     """Bandwidth-optimal Swing: reduce-scatter then all-gather on every lane.
 
-    ``meta["blocks"][lane][b]`` is the element range of block ``b`` (owned by
-    rank ``b``) in that lane; ``meta["programs"]`` names each side's program.
+    ``meta["blocks"][lane][b]`` (also ``meta["owned"]``) is the element range
+    of block ``b``, which rank ``b`` owns after the reduce-scatter, in that
+    lane; ``meta["programs"]`` names each side's program.
     """
     torus = Torus(dims)
     p = torus.size
@@ -276,13 +277,15 @@ def build_swing_bw(rank: int, dims: tuple[int, ...], count: int, *, ports: int =
     parts = split(count, len(lanes))
     out_lanes, names, placed = [], [], []
     for (name, start, sign), part in zip(lanes, parts):
-        blocks = _placement(dims, start, sign, part)
-        rs, ag = dimwise_lane(rank, swing_lane(dims, start, sign), blocks, port_of=port_of)
+        lane = swing_lane(dims, start, sign)
+        blocks = _placement(lane, part)
+        rs, ag = dimwise_lane(rank, lane, blocks, port_of=port_of)
         out_lanes.append(tuple(rs + ag))
         names.append(name)
         placed.append(blocks)
     meta: dict[str, object] = {
         "blocks": tuple(placed),
+        "owned": tuple(placed),  # the same: block b ends up with rank b (what schedule/halves.py reads)
         "programs": tuple(prog.kind if prog is not None else "" for prog in (dim_program(d) for d in dims)),
     }
     return Schedule(algorithm, rank, p, count, dims, tuple(out_lanes), tuple(names), meta)
