@@ -196,6 +196,41 @@ def test_bucket_has_no_congestion():
     assert close(r.Xi_routed, 1.0, 0.02) and close(r.Xi_distance, 1.0, 0.02)
 
 
+# Routed ceilings of swing-bw on sides that are not powers of two, through the schedules:
+# floors just under what the per-side programs give (the rank-order ring that odd sides
+# used to fall back to gave 50%, 34.5%, 34.6%, 28.8%, 28.1% on 3x4 … 3x4x4).
+NON_POW2_FLOORS = {(6, 6): 1.0, (10, 10): 0.94, (12, 12): 0.92, (3, 4): 0.9, (3, 4, 4): 0.85,
+                   (5, 8): 0.55, (7, 8): 0.55, (15, 16): 0.55}
+
+
+@pytest.mark.parametrize("dims", list(NON_POW2_FLOORS), ids=lambda d: "x".join(map(str, d)))
+def test_swing_bw_ceiling_on_other_sides(dims):
+    r = analyze("swing-bw", dims)
+    assert r.ceiling("routed") >= NON_POW2_FLOORS[dims]
+    assert r.K == 2 * sum(max(1, math.ceil(math.log2(d - d % 2))) if d != 3 else 2 for d in dims)
+
+
+def test_searched_offsets_lower_xi_on_even_sides():
+    """The step offsets of EVEN_OFFSETS against Swing's own on the same side: same steps, lower Ξ."""
+    from swing_mpi.schedule import swing
+
+    for dims in [(6, 6), (10, 10), (12, 12)]:
+        c = default_count(dims)
+        searched = analyze("swing-bw", dims)
+        saved = dict(swing.EVEN_OFFSETS)
+        try:
+            swing.EVEN_OFFSETS.clear()
+            for f in (swing.dim_program, swing.swing_lane):
+                f.cache_clear()
+            own = analyze_schedules(lambda r, dims=dims, c=c: swing.build_swing_bw(r, dims, c), dims, count=c)
+        finally:
+            swing.EVEN_OFFSETS.update(saved)
+            for f in (swing.dim_program, swing.swing_lane):
+                f.cache_clear()
+        assert searched.K == own.K
+        assert searched.Xi_routed < own.Xi_routed - 0.1
+
+
 def test_lab_prediction():
     # the lab's 4x4 torus, 40 Mbit/s links, 4 MiB swing-bw ≈ 0.39 s
     t = predict_time("swing-bw", (4, 4), 4 << 20, alpha=1.5e-6, link_bytes_per_s=40e6 / 8)
