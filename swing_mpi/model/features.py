@@ -38,22 +38,41 @@ Lower bound:
     than the routed cost, so a chooser can route only the candidates whose
     bound beats the best routed cost found so far.
 
+Cache:
+    Reading the schedules of every candidate on a large torus takes seconds
+    (the builders' cost, ``p``-sized work per rank built), once per process.
+    The numbers are also kept on disk, in
+    ``$XDG_CACHE_HOME/swing_mpi/model-<fingerprint>.json`` (``~/.cache``), the
+    fingerprint hashing the sources of the schedules, the routing and this
+    module, so a changed schedule never reuses old numbers. Later processes
+    (a job's next run, the other ranks of a machine) read them instead.
+    ``$SWING_MPI_MODEL_CACHE`` names another folder, or ``off``. Warm it
+    before a large job with ``swing-mpi choose --dims 64x64 --size 1M``. A
+    cache that cannot be read or written is ignored.
+
 Restrictions:
     Pure data: no MPI. Every result is cached per process.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
+import os
 from dataclasses import dataclass, replace
 from functools import lru_cache
+from pathlib import Path
 
-from ..schedule import build_schedule
+from ..schedule import ALGORITHMS, build_schedule
 from ..schedule.base import COPY, REDUCE, Schedule
 from .cost import analyze_schedules
 from .routing import default_count
 
-__all__ = ["NETWORKS", "PARTS", "Coefficients", "coefficients", "lower_bound", "probe_counts", "ProbeCounts"]
+__all__ = ["NETWORKS", "PARTS", "Coefficients", "coefficients", "lower_bound", "probe_counts", "ProbeCounts",
+           "CACHE_ENV", "cache_file", "clear_caches"]
+
+CACHE_ENV = "SWING_MPI_MODEL_CACHE"
 
 NETWORKS = ("torus", "flat")
 """Network kinds the model knows: links shared between messages (``torus``) or not (``flat``)."""
@@ -129,6 +148,87 @@ def _reference_count(dims: tuple[int, ...]) -> int:
     return default_count(dims)
 
 
+@lru_cache(maxsize=1)
+def _fingerprint() -> str:
+    """Hash the sources that determine the numbers (schedules, blocks, topology, routing, this module)."""
+    pkg = Path(__file__).resolve().parent.parent
+    files = sorted((pkg / "schedule").glob("*.py")) + [pkg / "blocks.py", pkg / "topology.py",
+                                                       pkg / "model" / "routing.py", pkg / "model" / "cost.py",
+                                                       Path(__file__).resolve()]
+    h = hashlib.sha1()
+    for f in files:
+        h.update(f.name.encode())
+        try:
+            h.update(f.read_bytes())
+        except OSError:
+            h.update(b"?")
+    return h.hexdigest()[:16]
+
+
+def cache_file() -> Path | None:
+    """Return the disk cache of this code's coefficients, or ``None`` when ``$SWING_MPI_MODEL_CACHE=off``."""
+    v = os.environ.get(CACHE_ENV, "").strip()
+    if v.lower() in ("off", "no", "0", "none"):
+        return None
+    if v:
+        folder = Path(v).expanduser()
+    else:
+        folder = Path(os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")) / "swing_mpi"
+    return folder / f"model-{_fingerprint()}.json"
+
+
+_loaded: dict[Path, dict[str, list[float]]] = {}
+
+
+def _read(path: Path) -> dict[str, list[float]]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _key(kind: str, algorithm: str, dims: tuple[int, ...], exact: bool, part: str) -> str:
+    info = ALGORITHMS.get(algorithm)
+    entry = (info.target, info.options, info.uses_exact) if info is not None else None
+    return json.dumps([kind, algorithm, repr(entry), list(dims), exact, part])
+
+
+def _cached(key: str, n: int) -> list[float] | None:
+    path = cache_file()
+    if path is None:
+        return None
+    if path not in _loaded:
+        _loaded[path] = _read(path)
+    got = _loaded[path].get(key)
+    if isinstance(got, list) and len(got) == n and all(isinstance(x, (int, float)) for x in got):
+        return got
+    return None
+
+
+def _store(key: str, values: list[float]) -> None:
+    path = cache_file()
+    if path is None:
+        return
+    data = _read(path)  # merge with what other processes wrote meanwhile
+    data[key] = values
+    _loaded[path] = data
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
+        tmp.write_text(json.dumps(data), encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
+def clear_caches() -> None:
+    """Forget every coefficient this process holds (the disk cache is re-read on next use)."""
+    _loaded.clear()
+    for f in (probe_counts, _routed, coefficients, lower_bound):
+        f.cache_clear()
+
+
 @lru_cache(maxsize=1024)
 def probe_counts(algorithm: str, dims: tuple[int, ...], exact: bool, part: str = "allreduce") -> ProbeCounts:
     """Per-element step, byte and reduction counts of rank 0 and rank ``p−1`` (cached)."""
@@ -137,6 +237,10 @@ def probe_counts(algorithm: str, dims: tuple[int, ...], exact: bool, part: str =
     p = math.prod(dims)
     if p <= 1:
         return ProbeCounts(0, 0, 0.0, 0.0, 0.0)
+    key = _key("probe", algorithm, dims, exact, part)
+    got = _cached(key, 5)
+    if got is not None:
+        return ProbeCounts(int(got[0]), int(got[1]), float(got[2]), float(got[3]), float(got[4]))
     count = _reference_count(dims)
     scheds = [_part_of(build_schedule(algorithm, dims, r, count, exact=exact), part) for r in (0, p - 1)]
     steps = lane_steps = 0
@@ -170,18 +274,25 @@ def probe_counts(algorithm: str, dims: tuple[int, ...], exact: bool, part: str =
         all_lanes += moved_k
         largest += big_k
         reduced += red_k
-    return ProbeCounts(steps, lane_steps, all_lanes / count, largest / count, reduced / count)
+    out = ProbeCounts(steps, lane_steps, all_lanes / count, largest / count, reduced / count)
+    _store(key, [out.steps, out.lane_steps, out.all_lanes, out.largest_message, out.reduced])
+    return out
 
 
 @lru_cache(maxsize=1024)
 def _routed(algorithm: str, dims: tuple[int, ...], exact: bool, part: str) -> tuple[int, float]:
     """Route every message: return (steps with any message, Σ busiest-link elements per vector element)."""
+    key = _key("routed", algorithm, dims, exact, part)
+    got = _cached(key, 2)
+    if got is not None:
+        return int(got[0]), float(got[1])
     count = _reference_count(dims)
 
     def get(rank: int) -> Schedule:
         return _part_of(build_schedule(algorithm, dims, rank, count, exact=exact), part)
 
     res = analyze_schedules(get, dims, name=algorithm, count=count)
+    _store(key, [res.K, res.load("routed")])
     return res.K, res.load("routed")
 
 

@@ -41,6 +41,12 @@ def _table(dims=(4, 4), exact=False, sizes=(1024, 4096), **times):
                          times=tuple((k.replace("_", "-"), tuple(v)) for k, v in times.items()))
 
 
+@pytest.fixture(autouse=True)
+def _model_cache(monkeypatch, tmp_path_factory):
+    """Keep the model's disk cache of these tests out of the user's ~/.cache."""
+    monkeypatch.setenv("SWING_MPI_MODEL_CACHE", str(tmp_path_factory.getbasetemp() / "model-cache"))
+
+
 @pytest.fixture
 def clean_env(monkeypatch, tmp_path):
     monkeypatch.delenv("SWING_MPI_TUNING", raising=False)
@@ -213,6 +219,32 @@ def test_costs_scale_linearly_and_sizes_are_o1():
     c = coefficients("swing-bw", dims, exact=False, network="torus")
     assert c.time(2e6, 1e-6, 1e-9, 1e-10) - c.time(1e6, 1e-6, 1e-9, 1e-10) == pytest.approx(
         1e6 * (c.moved * 1e-9 + c.reduced * 1e-10))
+
+
+def test_coefficients_come_back_from_the_disk_cache(monkeypatch, tmp_path):
+    from swing_mpi.model import features
+
+    monkeypatch.setenv("SWING_MPI_MODEL_CACHE", str(tmp_path))
+    features.clear_caches()
+    want = {n: coefficients("bucket", (2, 6), exact=False, network=n) for n in NETWORKS}
+    path = features.cache_file()
+    assert path is not None and path.parent == tmp_path and path.is_file()
+    features.clear_caches()
+
+    def no_schedules(*args, **kwargs):
+        raise AssertionError("read from the disk cache, not rebuilt")
+
+    monkeypatch.setattr(features, "build_schedule", no_schedules)
+    assert {n: coefficients("bucket", (2, 6), exact=False, network=n) for n in NETWORKS} == want
+    features.clear_caches()
+    path.write_text("{not json")  # a broken cache is ignored and rebuilt
+    monkeypatch.undo()
+    monkeypatch.setenv("SWING_MPI_MODEL_CACHE", str(tmp_path))
+    assert coefficients("bucket", (2, 6), exact=False, network="torus") == want["torus"]
+    monkeypatch.setenv("SWING_MPI_MODEL_CACHE", "off")
+    assert features.cache_file() is None
+    features.clear_caches()
+    assert coefficients("bucket", (2, 6), exact=False, network="flat") == want["flat"]
 
 
 def test_halves_cost_less_than_the_allreduce():
