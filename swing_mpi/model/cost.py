@@ -86,25 +86,28 @@ class ModelResult:
     # -- sizes -------------------------------------------------------------
     @property
     def p(self) -> int:
+        """Number of ranks."""
         return math.prod(self.dims)
 
     @property
-    def D(self) -> int:
+    def D(self) -> int:  # noqa: N802 (the paper's symbol)
         """Dimensions with a side longer than 1 (at least 1)."""
         return max(1, sum(1 for d in self.dims if d > 1))
 
     @property
-    def K(self) -> int:
+    def K(self) -> int:  # noqa: N802 (the paper's symbol)
         """Steps that send anything (each costs one α)."""
         return len(self.steps)
 
     @property
     def log2p(self) -> float:
+        """``log2 p`` (0 for one rank)."""
         return math.log2(self.p) if self.p > 1 else 0.0
 
     # -- the paper's factors ----------------------------------------------
     @property
-    def Lambda(self) -> float:
+    def Lambda(self) -> float:  # noqa: N802 (the paper's symbol)
+        """``Λ = K / log2 p``."""
         return self.K / self.log2p if self.p > 1 else 0.0
 
     @property
@@ -113,7 +116,8 @@ class ModelResult:
         return sum(s.port for s in self.steps)
 
     @property
-    def Psi(self) -> float:
+    def Psi(self) -> float:  # noqa: N802 (the paper's symbol)
+        """``Ψ``: bytes through the busiest port over ``(n/D)·(p−1)/p``."""
         if self.p <= 1:
             return 0.0
         return self.port_bytes / ((1.0 / self.D) * (self.p - 1) / self.p)
@@ -123,17 +127,20 @@ class ModelResult:
         _check_congestion(congestion)
         return sum(s.load(congestion) for s in self.steps)
 
-    def Xi(self, congestion: str = "routed") -> float:
+    def Xi(self, congestion: str = "routed") -> float:  # noqa: N802 (the paper's symbol)
+        """``Ξ``: the bandwidth term over ``(n/D)·Ψ``, routed or by the distance proxy."""
         if self.Psi == 0:
             return 0.0
         return self.load(congestion) / (self.Psi / self.D)
 
     @property
-    def Xi_distance(self) -> float:
+    def Xi_distance(self) -> float:  # noqa: N802 (the paper's symbol)
+        """``Ξ`` by the paper's distance proxy."""
         return self.Xi("distance")
 
     @property
-    def Xi_routed(self) -> float:
+    def Xi_routed(self) -> float:  # noqa: N802 (the paper's symbol)
+        """``Ξ`` with every message routed on the torus."""
         return self.Xi("routed")
 
     def ceiling(self, congestion: str = "routed") -> float:
@@ -157,6 +164,7 @@ class ModelResult:
         return sum(s.load(congestion) for s in self.steps[:k])
 
     def to_dict(self) -> dict[str, object]:
+        """Return the factors and ceilings as a flat dict (for JSON)."""
         return {
             "algorithm": self.algorithm,
             "dims": "x".join(map(str, self.dims)),
@@ -261,7 +269,7 @@ def _cross(a: ModelResult, b: ModelResult, alpha: float, rate: float, congestion
 def crossovers(results: Sequence[ModelResult], *, alpha: float = DEFAULT_ALPHA,
                link_bytes_per_s: float = DEFAULT_LINK_BYTES_PER_S, congestion: str = "routed",
                sizes: Sequence[int] | None = None) -> dict[str, object]:
-    """What the paper's Panel 1 reports, for the algorithms given.
+    """Compute what the paper's Panel 1 reports, for the algorithms given.
 
     ``fastest``: ``[(size, algorithm), …]`` over ``sizes``; ``fastest_ranges``:
     the same as runs ``(from, to, algorithm)``; ``swing_bw``: Ξ and ceiling;
@@ -320,14 +328,14 @@ def figure1(ring: int = 16, steps: int = 3,
 
 
 def eq3_penalty(dims: Sequence[int]) -> float:
-    """The paper's Eq. 3 approximation ``log2(dmax/dmin) / (6·dmin^(D−1))`` (for comparison only)."""
+    """Return the paper's Eq. 3 approximation ``log2(dmax/dmin) / (6·dmin^(D−1))`` (for comparison only)."""
     d = [x for x in dims if x > 1]
     return math.log2(max(d) / min(d)) / (6 * min(d) ** (len(d) - 1))
 
 
 def rectangular_penalty(shapes: Iterable[Sequence[int]] = ((64, 16), (128, 8), (256, 4)),
                         algorithm: str = "swing-bw", congestion: str = "distance") -> list[dict[str, object]]:
-    """What our schedules give for rectangular tori, beside the paper's Eq. 3.
+    """Measure what our schedules give for rectangular tori, beside the paper's Eq. 3.
 
     Per shape: ``Xi`` and ``Psi`` of the rectangle; ``PsiXi`` their product (the
     bandwidth term in units of ``(n/D)·β``); ``shared_ports``: the part of

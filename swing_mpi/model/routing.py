@@ -127,10 +127,12 @@ class Traffic:
 
     @property
     def nlanes(self) -> int:
+        """Number of lanes."""
         return int(self.periods.shape[0])
 
     @property
     def nsteps(self) -> int:
+        """Number of steps of the longest lane."""
         return int(self.periods.shape[1])
 
 
@@ -379,13 +381,13 @@ class StepLoad:
     """Like ``distance`` but lane by lane (as if no two lanes shared a port)."""
 
     def scaled(self, factor: float) -> StepLoad:
-        """The same step with every load (not the counts) multiplied by ``factor``."""
+        """Return the same step with every load (not the counts) multiplied by ``factor``."""
         return replace(self, port=self.port * factor, distance=self.distance * factor,
                        link=self.link * factor, lane_port=self.lane_port * factor,
                        lane_distance=self.lane_distance * factor)
 
     def load(self, congestion: str = "routed") -> float:
-        """The step's cost per ``β``: routed busiest link or the distance proxy."""
+        """Return the step's cost per ``β``: routed busiest link or the distance proxy."""
         return self.link if congestion == "routed" else self.distance
 
 
@@ -444,11 +446,11 @@ def _lane_step_loads(traffic: Traffic, P: tuple[int, ...], ids: np.ndarray, cach
 def _tile(a: np.ndarray, P: tuple[int, ...], L: tuple[int, ...]) -> np.ndarray:
     if P == L:
         return a
-    return np.tile(a, [l // q for l, q in zip(L, P)] + [1])
+    return np.tile(a, [n // q for n, q in zip(L, P)] + [1])
 
 
 def step_loads(traffic: Traffic) -> list[StepLoad]:
-    """The loads of every global step (steps without any message are left out)."""
+    """Return the loads of every global step (steps without any message are left out)."""
     out: list[StepLoad] = []
     cache: dict = {}
     for k in range(traffic.nsteps):
