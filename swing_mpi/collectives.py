@@ -117,8 +117,11 @@ def _no_overlap(send: BufferSpec, recv: BufferSpec, what: str) -> None:
 
 def _go(comm: MPI.Intracomm, collective: str, name: str, dims_t: tuple[int, ...], counts: list[int],
         datatype: MPI.Datatype, op: MPI.Op, work: np.ndarray | None, source: np.ndarray | None,
-        before: Callable[[], None] | None, after: Callable[[], None] | None, mode: str) -> Any:
-    """Run (or start) the half ``collective`` of ``name``; ``work`` ``None``: a scratch vector is used."""
+        before: Callable[[], None] | None, out: Callable[[np.ndarray], None] | None, mode: str) -> Any:
+    """Run (or start) the half ``collective`` of ``name`` on the vector ``work`` (``None``: a work vector of ours).
+
+    ``before`` runs before the schedule, ``out(work)`` after it.
+    """
     st = comm_state(comm, getattr(comm, "swing_placement", None))
     half = REDUCE_SCATTER if collective == "reduce_scatter" else ALL_GATHER
     total = sum(counts)
@@ -131,17 +134,26 @@ def _go(comm: MPI.Intracomm, collective: str, name: str, dims_t: tuple[int, ...]
     if total:
         plan = st.plan(key, lambda: build_half(name, dims_t, st.rank, blocks, half=half), datatype, op)
     if work is None:
-        work = np.empty(total * ext, np.uint8)
+        work = st.vector(key, total * ext)
     if mode != BLOCKING:
+        w = work
+        after = None if out is None else (lambda: out(w))
         return Request(st, plan, work, source, persistent=mode == PERSISTENT, before=before, after=after)
     seq = st.next_seq()
     if before is not None:
         before()
     if plan is not None:
         plan.run(work, source, seq=seq)
-    if after is not None:
-        after()
+    if out is not None:
+        out(work)
     return None
+
+
+def _copy_block(dst: np.ndarray, lo: int) -> Callable[[np.ndarray], None]:
+    """Return ``out(work)`` copying this rank's block (at byte ``lo`` of the work vector) to ``dst``."""
+    def out(work: np.ndarray) -> None:
+        dst[...] = work[lo:lo + len(dst)]
+    return out
 
 
 def _move(dst: np.ndarray, src: np.ndarray) -> Callable[[], None]:
@@ -202,12 +214,10 @@ def _reduce_scatter(comm: Any, sendbuf: Any, recvbuf: Any, recvcounts: Any, op: 
     ext = recv.extent
     lo = sum(counts[:rank]) * ext
     mine = counts[rank] * ext
-    work = recv.data[:total * ext] if send is None else None
-    if work is None:
-        work = np.empty(total * ext, np.uint8)
-    after = _move(recv.data[:mine], work[lo:lo + mine]) if mine and (send is not None or lo) else None
-    return _go(comm, "reduce_scatter", name, dims_t, counts, recv.datatype, op, work,
-               None if send is None else send.data, None, after, mode)
+    out = _copy_block(recv.data[:mine], lo) if mine and (send is not None or lo) else None
+    return _go(comm, "reduce_scatter", name, dims_t, counts, recv.datatype, op,
+               recv.data[:total * ext] if send is None else None, None if send is None else send.data,
+               None, out, mode)
 
 
 def _native_rs(comm: Any, sendbuf: Any, recvbuf: Any, counts: Any, op: MPI.Op, mode: str, block: bool) -> Any:

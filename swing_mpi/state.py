@@ -20,6 +20,7 @@ from collections.abc import Callable, Hashable
 from functools import lru_cache
 from typing import Any
 
+import numpy as np
 from mpi4py import MPI
 
 from .choose import Tuning, tuning_for_comm
@@ -52,6 +53,8 @@ class CommState:
         self.tuning: Tuning = tuning_for_comm(self.comm)
         """``auto``'s cost-model constants: read on rank 0 and broadcast, equal on all ranks."""
         self.plans: OrderedDict[Hashable, Plan] = OrderedDict()
+        self.vectors: OrderedDict[Hashable, np.ndarray] = OrderedDict()
+        """Work vectors of blocking calls that need one besides the user's buffers (reduce-scatter)."""
         self.seq = 0
         """Operations started on this state (the same count on every rank)."""
         self.alive = True
@@ -84,10 +87,24 @@ class CommState:
             self.plans.move_to_end(key)
         return plan
 
+    def vector(self, key: Hashable | None, nbytes: int) -> np.ndarray:
+        """Return a work vector of ``nbytes`` bytes, kept under ``key`` for the next blocking call (None: a new one)."""
+        if key is None:
+            return np.empty(nbytes, np.uint8)
+        got = self.vectors.get(key)
+        if got is None or got.nbytes != nbytes:
+            got = self.vectors[key] = np.empty(nbytes, np.uint8)
+            if len(self.vectors) > PLAN_CACHE_SIZE:
+                self.vectors.popitem(last=False)
+        else:
+            self.vectors.move_to_end(key)
+        return got
+
     def free(self) -> None:
         """Drop the plans and free the private communicator."""
         self.alive = False
         self.plans.clear()
+        self.vectors.clear()
         if self.comm != MPI.COMM_NULL and not MPI.Is_finalized():
             self.comm.Free()
 
