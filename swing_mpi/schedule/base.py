@@ -30,6 +30,7 @@ COPY = "copy"
 
 
 def ranges_len(ranges: tuple[Range, ...]) -> int:
+    """Return the number of elements ``ranges`` cover."""
     return sum(b - a for a, b in ranges)
 
 
@@ -68,15 +69,19 @@ class Transfer:
 
     @property
     def send_count(self) -> int:
+        """Elements sent."""
         return ranges_len(self.send)
 
     @property
     def recv_count(self) -> int:
+        """Elements received."""
         return ranges_len(self.recv)
 
 
 @dataclass(frozen=True)
 class Step:
+    """The transfers a lane posts at once; received data is applied when all have completed."""
+
     transfers: tuple[Transfer, ...] = ()
     phase: str = ""
     """``reduce-scatter``, ``all-gather``, ``exchange``, ``fold``, ``unfold``, …"""
@@ -109,7 +114,9 @@ class Schedule:
         return max((len(lane) for lane in self.lanes), default=0)
 
     def sent_elements(self) -> int:
+        """Return the elements this rank sends, over all lanes and steps."""
         return sum(t.send_count for lane in self.lanes for st in lane for t in st.transfers)
 
     def received_elements(self) -> int:
+        """Return the elements this rank receives, over all lanes and steps."""
         return sum(t.recv_count for lane in self.lanes for st in lane for t in st.transfers)

@@ -20,7 +20,7 @@ Restrictions:
     rank order; the API sends non-commutative ops to ``recdoub``).
 
 Non-powers of two and odd p:
-    MPICH's fold on the rank count (:func:`recdoub.fold_ranks`):
+    MPICH's fold on the rank count (:func:`recdoub.fold_ranks`, :func:`recdoub.fold_steps`):
     ``p' = 2^⌊log2 p⌋``, ``rem = p − p'``. First every even rank ``r < 2·rem``
     hands its whole vector to ``r + 1`` (which reduces it, ``r``'s operand
     first) and sits out; the ``p'`` survivors take virtual ids (``r // 2``
@@ -44,9 +44,9 @@ from collections.abc import Callable
 
 from ..blocks import split, split_range
 from ..topology import Torus
-from .base import COPY, REDUCE, Range, Schedule, Step, Transfer, merge_ranges
+from .base import Schedule, Step, merge_ranges
 from .blockset import place_blocks, rs_ag_lane
-from .recdoub import fold_ranks
+from .recdoub import fold_ranks, fold_real, fold_steps, fold_virtual
 from .swing import dim_peer_table, lane_plan
 
 __all__ = ["build_rabenseifner", "build_xor_bw", "xor_peer", "xor_direction", "xor_peer_table"]
@@ -100,10 +100,10 @@ def build_xor_bw(rank: int, dims: tuple[int, ...], count: int, *, mirrored: bool
         meta["fallback"] = (f"{p} ranks is not a power of two: {rem} even ranks fold onto their "
                             f"odd neighbours; {pw} survivors run on a 1-D ring of virtual ids")
         vdims = (pw,)
-        vr = None if (rank < 2 * rem and rank % 2 == 0) else (rank // 2 if rank < 2 * rem else rank - rem)
+        vr = fold_virtual(rank, rem)
 
         def to_rank(v: int) -> int:
-            return 2 * v + 1 if v < rem else v + rem
+            return fold_real(v, rem)
 
     active = [k for k, d in enumerate(vdims) if d > 1]
     if mirrored:
@@ -127,7 +127,7 @@ def build_xor_bw(rank: int, dims: tuple[int, ...], count: int, *, mirrored: bool
             rs, ag = rs_ag_lane(vr, peers, split_range(part, pw), to_rank=to_rank, port_of=port_of)
             core = rs + ag
         if rem:
-            fold, unfold = _fold_steps(rank, rem, torus, part)
+            fold, unfold = fold_steps(rank, rem, torus, merge_ranges([part]))
             core = [fold] + core + [unfold]
         out_lanes.append(tuple(core))
     meta["owned"] = tuple(owned)
@@ -146,20 +146,6 @@ def _port_fn(rank: int, vr: int, torus: Torus, vdims: tuple[int, ...], start: in
         k, t = plan[s]
         return 2 * k if xor_direction(coords[k], t, sign) > 0 else 2 * k + 1
     return port_of
-
-
-def _fold_steps(rank: int, rem: int, torus: Torus, part: Range) -> tuple[Step, Step]:
-    """Return the fold (first) and unfold (last) step of one lane on its ``part``."""
-    whole = merge_ranges([part])
-    if rank >= 2 * rem:
-        return Step((), "fold"), Step((), "unfold")
-    q = rank + 1 if rank % 2 == 0 else rank - 1
-    port = torus.port_towards(rank, q)
-    if rank % 2 == 0:
-        return (Step((Transfer(q, whole, (), REDUCE, False, port),), "fold"),
-                Step((Transfer(q, (), whole, COPY, False, port),), "unfold"))
-    return (Step((Transfer(q, (), whole, REDUCE, True, port),), "fold"),
-            Step((Transfer(q, whole, (), COPY, False, port),), "unfold"))
 
 
 def build_rabenseifner(rank: int, dims: tuple[int, ...], count: int, *,
