@@ -33,6 +33,9 @@ from typing import Any
 import numpy as np
 from mpi4py import MPI
 
+from .buffers import DeviceBuffer, check_comm_op
+from .state import comm_state
+
 __all__ = ["CollectiveMismatchError", "CHECK_DEFAULT", "SIGNATURE_LEN", "MAX_DIMS", "signature", "describe",
            "verify", "checked_call"]
 
@@ -70,34 +73,31 @@ class CollectiveMismatchError(ValueError):
         self.fields = fields
 
 
-def _algorithm_table() -> tuple[str, ...]:
-    from .choose import algorithm_names
+_ALGORITHM_TABLE: tuple[str, ...] = ()
 
-    return tuple(sorted(algorithm_names()))
+
+def _algorithm_table() -> tuple[str, ...]:
+    """Return every algorithm name, sorted (the same table on every rank); computed once."""
+    global _ALGORITHM_TABLE
+    if not _ALGORITHM_TABLE:
+        from .choose import algorithm_names
+
+        _ALGORITHM_TABLE = tuple(sorted(algorithm_names()))
+    return _ALGORITHM_TABLE
 
 
 def signature(*, count: int, datatype: MPI.Datatype, op: MPI.Op, algorithm: str,
               dims: Sequence[int]) -> np.ndarray:
     """Return this rank's signature of a call: :data:`SIGNATURE_LEN` int64 values."""
-    sig = np.zeros(SIGNATURE_LEN, np.int64)
-    sig[_COUNT] = count
-    if datatype.is_predefined:
-        sig[_DT_KIND], sig[_DT_CODE] = _PREDEFINED, datatype.py2f()
-    else:
-        sig[_DT_KIND] = _DERIVED
-    sig[_DT_SIZE], sig[_DT_EXTENT] = datatype.size, datatype.extent
-    if op.is_predefined:
-        sig[_OP_KIND], sig[_OP_CODE] = _PREDEFINED, op.py2f()
-    else:
-        sig[_OP_KIND] = _DERIVED
-    sig[_OP_COMMUTE] = int(op.Is_commutative())
+    dt_pre, op_pre = datatype.is_predefined, op.is_predefined
     names = _algorithm_table()
-    sig[_ALGO] = names.index(algorithm) if algorithm in names else -1
     dims = tuple(dims)
-    sig[_NDIMS] = len(dims)
-    for i, d in enumerate(dims[:MAX_DIMS]):
-        sig[_DIMS + i] = d
-    return sig
+    head = [0, count,
+            _PREDEFINED if dt_pre else _DERIVED, datatype.py2f() if dt_pre else 0, datatype.size, datatype.extent,
+            _PREDEFINED if op_pre else _DERIVED, op.py2f() if op_pre else 0, int(op.Is_commutative()),
+            names.index(algorithm) if algorithm in names else -1, len(dims)]
+    tail = list(dims[:MAX_DIMS])
+    return np.array(head + tail + [0] * (MAX_DIMS - len(tail)), np.int64)
 
 
 def _datatype_name(row: np.ndarray) -> str:
@@ -214,6 +214,8 @@ def verify(comm: MPI.Intracomm, *, count: int = 0, datatype: MPI.Datatype = MPI.
     comm.Allgather([mine, MPI.INT64_T], [rows, MPI.INT64_T])
     if error is not None:
         raise error
+    if (rows == mine).all():  # the common case: every rank agrees
+        return
     found = describe(rows)
     if found is not None:
         message, fields = found
@@ -233,9 +235,6 @@ def checked_call(comm: MPI.Intracomm, validate: Callable[[], tuple[Any, Any]],
     ``native`` with count -1 (their counts are not known here), then the exception goes on.
     Returns (send, recv, algorithm, dims).
     """
-    from .buffers import DeviceBuffer, check_comm_op
-    from .state import comm_state
-
     check_comm_op(comm)  # without a communicator nothing can be compared
     private = comm_state(comm).comm  # collective on first use: every rank makes it before anything can differ
     try:
