@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# auto vs every candidate on shared memory: calibrate, then benchmark side by side (one run per shape).
+# Run from anywhere; writes next to this script. Timing on a shared machine: keep others off it.
+set -euo pipefail
+cd "$(dirname "$0")"
+ROOT=../../..
+PY=$ROOT/.venv/bin/python
+MPIEXEC=$ROOT/.venv/bin/mpiexec
+for spec in "4 2x2" "16 4x4"; do
+  set -- $spec
+  n=$1 dims=$2
+  start=$(date +%s.%N)
+  "$MPIEXEC" -n "$n" "$PY" -m mpi4py -m swing_mpi calibrate --dims "$dims" --output "tuning-shm-$dims.json" \
+    > "calibrate-shm-$dims.txt" 2> "calibrate-shm-$dims.stderr"
+  echo "calibrate p=$n dims $dims: $(echo "$(date +%s.%N) - $start" | bc) s wall (mpiexec start to exit)" \
+    | tee -a "calibrate-shm-$dims.txt"
+  SWING_MPI_TUNING="$PWD/tuning-shm-$dims.json" "$MPIEXEC" -n "$n" "$PY" -m mpi4py -m swing_mpi bench \
+    --algorithms all,auto --sizes 8,1K,64K,1M,16M --dims "$dims" --dtype float64 --op sum \
+    --json "bench-shm-$dims.json" > "bench-shm-$dims.txt" 2> "bench-shm-$dims.stderr"
+  "$PY" summarize.py "bench-shm-$dims.json" | tee "summary-shm-$dims.txt"
+done
