@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
-import itertools
 import math
 import os
 import platform
@@ -64,7 +63,8 @@ from pathlib import Path
 from typing import Any
 
 from .choose import candidates
-from .model.features import NETWORKS, coefficients
+from .model.features import NETWORKS
+from .model.fit import Fit, fit_constants, nnls
 from .schedule import ALGORITHMS, NATIVE, build_schedule
 from .tuning import TUNING_ENV, DecisionTable, Tuning, default_tuning_path, network_override, save_tuning
 from .units import format_size, parse_size, parse_sizes
@@ -250,84 +250,11 @@ def tables_from(m: Measured, *, p: int, dims: tuple[int, ...]) -> list[DecisionT
 
 # -- fitting ------------------------------------------------------------------------------
 
-def nnls(rows: Sequence[Sequence[float]], y: Sequence[float]) -> tuple[list[float], float]:
-    """Solve non-negative least squares for a handful of unknowns (every support set is tried).
-
-    Returns the coefficients and the residual sum of squares.
-    """
-    import numpy as np
-
-    a = np.asarray(rows, dtype=float)
-    b = np.asarray(y, dtype=float)
-    n = a.shape[1]
-    best, best_rss = [0.0] * n, float(b @ b)
-    for k in range(1, n + 1):
-        for support in itertools.combinations(range(n), k):
-            sub = a[:, support]
-            coef, *_ = np.linalg.lstsq(sub, b, rcond=None)
-            if np.any(coef < 0):
-                continue
-            rss = float(np.sum((sub @ coef - b) ** 2))
-            if rss < best_rss - 1e-15 * max(1.0, best_rss):
-                best_rss = rss
-                best = [0.0] * n
-                for i, c in zip(support, coef):
-                    best[i] = float(c)
-    return best, best_rss
-
-
-@dataclass
-class Fit:
-    """Fitted constants per network kind, and the kind kept."""
-
-    gamma: float
-    constants: dict[str, tuple[float, float, float]]
-    """``network -> (alpha, beta, per-call constant)``."""
-    rms: dict[str, float]
-    """Root-mean-square relative error per network kind."""
-    network: str
-    forced: bool = False
-
-    @property
-    def alpha(self) -> float:
-        """Seconds per step of the kept network kind."""
-        return self.constants[self.network][0]
-
-    @property
-    def beta(self) -> float:
-        """Seconds per bottleneck byte of the kept network kind."""
-        return self.constants[self.network][1]
-
-    @property
-    def overhead(self) -> float:
-        """Seconds per call, the same for every algorithm: fitted so it does not bias α; no part of the choice."""
-        return self.constants[self.network][2]
-
-    def model_s(self, algorithm: str, dims: tuple[int, ...], nbytes: int, exact: bool) -> float:
-        """Modelled seconds (with the per-call constant) under the kept network kind."""
-        c = coefficients(algorithm, dims, exact=exact, network=self.network)
-        return self.overhead + c.time(nbytes, self.alpha, self.beta, self.gamma)
-
-
 def fit(m: Measured, dims: tuple[int, ...], *, gamma: float, network: str | None = None) -> Fit:
     """Fit α, β and a per-call constant to our algorithms' medians, for each network kind."""
-    pts = [(s, n, t) for s in m.series if s.algorithm != NATIVE
-           for n, t in zip(m.sizes, m.medians[s.name]) if t is not None and t > 0]
-    if not pts:
-        raise ValueError("nothing to fit: no measurements of our algorithms")
-    constants, rms = {}, {}
-    for net in NETWORKS:
-        rows, y = [], []
-        for s, n, t in pts:
-            c = coefficients(s.algorithm, dims, exact=s.exact, network=net)
-            w = 1.0 / t
-            rows.append([c.steps * w, n * c.moved * w, w])
-            y.append((t - gamma * n * c.reduced) * w)
-        coef, rss = nnls(rows, y)
-        constants[net] = (coef[0], coef[1], coef[2])
-        rms[net] = math.sqrt(rss / len(rows))
-    kept = network or min(NETWORKS, key=lambda k: (rms[k], k))
-    return Fit(gamma, constants, rms, kept, forced=network is not None)
+    return fit_constants([(s.algorithm, s.exact, n, t) for s in m.series if s.algorithm != NATIVE
+                          for n, t in zip(m.sizes, m.medians[s.name]) if t is not None], dims,
+                         gamma=gamma, network=network)
 
 
 def measure_gamma(comm: Any, nbytes: int = 4 << 20, *, iters: int = 9) -> float:
