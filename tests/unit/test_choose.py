@@ -430,3 +430,22 @@ def test_calibrate_stops_measuring_only_a_candidate_falling_further_behind():
     assert not beaten((1.5, 1e-3, k64), (5.0, 4e-3, k256))  # one size behind is not enough
     assert not beaten((3.5, 1e-3, 16), (5.0, 4e-3, 64))  # tiny sizes never drop (below drop_from)
     assert beaten((3.5, 1e-3, 16), (5.0, 4e-3, 64), drop_from=64)
+
+
+@pytest.mark.parametrize("network", NETWORKS)
+def test_fit_recovers_the_constants_and_the_network_kind(network):
+    """Times made by one network's model are fitted exactly by it, and better than by the other kind."""
+    from swing_mpi.model.fit import fit_constants
+
+    dims, alpha, beta, gamma, c0 = (4, 4), 20e-6, 2e-9, 1e-10, 50e-6
+    pts = []
+    for a in ("swing-bw", "recdoub-mirrored", "ring", "recdoub", "bucket"):
+        for n in SIZES:
+            c = coefficients(a, dims, exact=False, network=network)
+            pts.append((a, False, n, c0 + c.time(n, alpha, beta, gamma)))
+    f = fit_constants(pts, dims, gamma=gamma)
+    assert f.network == network and f.rms[network] < 1e-6 < max(f.rms.values())
+    assert f.alpha == pytest.approx(alpha, rel=1e-6) and f.beta == pytest.approx(beta, rel=1e-6)
+    assert f.overhead == pytest.approx(c0, rel=1e-6)
+    other = next(n for n in NETWORKS if n != network)
+    assert fit_constants(pts, dims, gamma=gamma, network=other).network == other
