@@ -15,9 +15,11 @@ Measurement:
     burst of machine noise spreads over all of them); each call is bracketed
     by a barrier and its time is the maximum over ranks; the median over the
     rounds is kept. Rounds stop after ``--iters``, or once the size has used
-    ``--point-time`` seconds (at least one round). From ``--drop-from`` on,
-    a candidate at least ``--drop`` times slower than the fastest at two
-    sizes in a row, falling further behind, and past its latency floor (its
+    ``--point-time`` seconds (at least one round). ``--warmup`` untimed calls
+    per candidate come first, except after a size whose rounds took over half
+    of ``--point-time`` each (there a warm-up would double the time). From
+    ``--drop-from`` on, a candidate at least ``--drop`` times slower than the
+    fastest at two sizes in a row, falling further behind, and past its latency floor (its
     time grows nearly in proportion to the size) is not measured at larger
     sizes: it only loses more there (:func:`beaten`). That keeps a
     calibration over slow links to minutes.
@@ -172,6 +174,7 @@ def measure(comm: Any, sizes: Sequence[int], series: Sequence[Series], *, dims: 
     m = Measured(sizes, list(series), {s.name: [] for s in series}, {s.name: [] for s in series})
     live = list(series)
     behind: dict[str, tuple[float, float, int]] = {}
+    last_round = 0.0
     for n in sizes:
         count = n // ITEMSIZE
         run = []
@@ -190,7 +193,9 @@ def measure(comm: Any, sizes: Sequence[int], series: Sequence[Series], *, dims: 
             arrays = [(bufs[s.dtype], outs[s.dtype]) for s in run]
         calls = [lambda s=s, src=src, dst=dst: allreduce(comm, src, dst, MPI.SUM, algorithm=s.algorithm, dims=dims)
                  for s, (src, dst) in zip(run, arrays)]
-        for _ in range(max(0, warmup)):
+        # warm up (first call: plan, connections) unless a round of the previous size already took over half
+        # the time cap: there a call's own cost dwarfs its first-call extra, and a warm-up round would double it
+        for _ in range(max(0, warmup) if last_round < point_time / 2 else 0):
             for c in calls:
                 c()
         times: list[list[float]] = []
@@ -205,6 +210,7 @@ def measure(comm: Any, sizes: Sequence[int], series: Sequence[Series], *, dims: 
             comm.Allreduce(MPI.IN_PLACE, mine, op=MPI.MAX)
             times.append([float(x) for x in mine])
             spent += float(mine.sum())
+        last_round = spent / len(times)
         meds = {s.name: float(np.median([r[j] for r in times])) for j, s in enumerate(run)}
         best = min(meds.values()) if meds else math.inf
         for s in series:
