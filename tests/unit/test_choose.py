@@ -115,6 +115,8 @@ def test_interpolation_is_log_log_between_sizes():
     got, how = t.time("swing-bw", 2048)
     assert got == pytest.approx(2e-3) and "interpolated between 1024 B and 4096 B" in how
     assert t.time("ring", 8192)[0] == pytest.approx(4e-3)
+    sqrt = _table(sizes=(1024, 4096), ring=(1e-3, 2e-3))  # t ~ n^0.5: log-log gives 2^0.5, linear would give 4/3
+    assert sqrt.time("ring", 2048)[0] == pytest.approx(1e-3 * 2 ** 0.5)
     assert t.time("swing-bw", 4096) == (4e-3, "measured at 4096 B")
     assert t.time("swing-bw", 8) == (1e-3, "measured at 1024 B")  # below the grid: the smallest size's time
     assert t.time("swing-bw", 8192)[0] is None  # not measured at 16 KiB: it had lost
