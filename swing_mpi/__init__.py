@@ -27,7 +27,7 @@ _COLLECTIVES = ("reduce_scatter_block", "ireduce_scatter_block", "reduce_scatter
                 "reduce_scatter", "ireduce_scatter", "reduce_scatter_init",
                 "allgather", "iallgather", "allgather_init")
 
-__all__ = [*_API, *_COLLECTIVES, "ALGORITHMS", "Torus", "__version__"]
+__all__ = [*_API, *_COLLECTIVES, "CollectiveMismatchError", "ALGORITHMS", "Torus", "__version__"]
 
 
 def __getattr__(name: str) -> Any:
@@ -37,4 +37,8 @@ def __getattr__(name: str) -> Any:
         value = getattr(api if name in _API else collectives, name)
         globals()[name] = value  # later lookups are plain module attributes, not this hook
         return value
+    if name == "CollectiveMismatchError":
+        from .guard import CollectiveMismatchError
+        globals()[name] = CollectiveMismatchError
+        return CollectiveMismatchError
     raise AttributeError(f"module 'swing_mpi' has no attribute {name!r}")

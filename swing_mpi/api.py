@@ -15,7 +15,7 @@ import numpy as np
 from mpi4py import MPI
 
 from . import choose as chooser
-from . import collectives
+from . import collectives, guard
 from .buffers import BufferSpec, DeviceBuffer, check_comm_op, check_same_datatype, is_in_place, parse_buffer
 from .choose import algorithm_names
 from .opfacts import is_exact, native_bit_identical
@@ -106,8 +106,22 @@ def _schedule_key(name: str, dims_t: tuple[int, ...], recv: BufferSpec, op: MPI.
     return ("allreduce", name, dims_t, recv.count, recv.datatype.py2f(), op.py2f())
 
 
+_CHECK = guard.CHECK_DEFAULT
+"""``$SWING_MPI_CHECK`` (read at import): the default of every call's ``check``."""
+
+
+def _call_facts(comm: Any, sendbuf: Any, recvbuf: Any, op: Any, algorithm: str | None, dims: Any,
+                check: bool) -> tuple[BufferSpec | None, BufferSpec, str, tuple[int, ...]]:
+    """Return (send, recv, algorithm, dims) of a call: validated, resolved and, if ``check``, compared across ranks."""
+    if check:
+        return guard.checked_call(comm, lambda: check_args(comm, sendbuf, recvbuf, op),
+                                  lambda recv: _resolve_call(comm, algorithm, dims, recv, op), op)
+    send, recv = check_args(comm, sendbuf, recvbuf, op)
+    return (send, recv, *_resolve_call(comm, algorithm, dims, recv, op))
+
+
 def allreduce(comm: MPI.Intracomm, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.SUM, *,
-              algorithm: str | None = None, dims: Any = None) -> None:
+              algorithm: str | None = None, dims: Any = None, check: bool | None = None) -> None:
     """Do ``comm.Allreduce(sendbuf, recvbuf, op)`` with a Swing (or baseline) schedule.
 
     Args:
@@ -121,16 +135,20 @@ def allreduce(comm: MPI.Intracomm, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.
             from :data:`swing_mpi.ALGORITHMS`, or ``"native"``.
         dims: torus dims (``(4, 4)``, ``"4x4"``); default ``$SWING_MPI_DIMS``,
             the communicator's Cartesian topology, or a ring of all ranks.
+        check: compare the arguments across ranks first (:mod:`swing_mpi.guard`);
+            default ``$SWING_MPI_CHECK``.
 
     Raises:
         TypeError, ValueError: bad arguments, raised locally before any
             communication and before anything is written to ``recvbuf``.
+        CollectiveMismatchError: with ``check``, on every rank, when the
+            ranks' arguments differ (a ``ValueError``; nothing was sent).
 
     A call on the same numpy arrays (same communicator, op and options) as an
     earlier one reuses that call's checks and choice (:mod:`swing_mpi.repeat`).
     """
     r = _recorded(id(recvbuf))  # the repeat path (swing_mpi.repeat), inline: a call here costs 0.1 us
-    if (r is not None and r.comm is comm and r.op is op and r.algorithm is algorithm and r.dims is dims
+    if (r is not None and not check and r.comm is comm and r.op is op and r.algorithm is algorithm and r.dims is dims
             and recvbuf.dtype is r.rdtype and (sendbuf is r.in_place if r.send is None else r.send() is sendbuf)):
         if r.plan is None:
             if r.send is None:
@@ -141,21 +159,26 @@ def allreduce(comm: MPI.Intracomm, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.
                 return
         elif again(r, sendbuf, recvbuf):
             return
-    _allreduce_checked(comm, sendbuf, recvbuf, op, algorithm, dims)
+    _allreduce_checked(comm, sendbuf, recvbuf, op, algorithm, dims, check)
 
 
 def _allreduce_checked(comm: MPI.Intracomm, sendbuf: Any, recvbuf: Any, op: MPI.Op, algorithm: str | None,
-                       dims: Any) -> None:
-    """Run :func:`allreduce` with every check and the decision (a call that did not repeat)."""
+                       dims: Any, check: bool | None = None) -> None:
+    """Run :func:`allreduce` with every check and the decision (a call that did not repeat).
+
+    With the mismatch check on (``check``, else ``$SWING_MPI_CHECK``) nothing is remembered for the
+    repeat path, which skips every check: each such call is compared across ranks.
+    """
+    checking = _CHECK if check is None else check
     try:
-        send, recv = check_args(comm, sendbuf, recvbuf, op)
+        send, recv, name, dims_t = _call_facts(comm, sendbuf, recvbuf, op, algorithm, dims, checking)
     except DeviceBuffer:  # device memory: only the MPI library can reduce it
         MPI.Intracomm.Allreduce(comm, MPI.IN_PLACE if sendbuf is None else sendbuf, recvbuf, op)
         return
-    name, dims_t = _resolve_call(comm, algorithm, dims, recv, op)
     if name == NATIVE:
         MPI.Intracomm.Allreduce(comm, MPI.IN_PLACE if send is None else sendbuf, recvbuf, op)
-        remember(comm, sendbuf, recvbuf, op, algorithm, dims, recv.datatype, None, None)
+        if not (checking or _CHECK):
+            remember(comm, sendbuf, recvbuf, op, algorithm, dims, recv.datatype, None, None)
         return
     st = comm_state(comm, _placement(comm))
     seq = st.next_seq()
@@ -165,20 +188,19 @@ def _allreduce_checked(comm: MPI.Intracomm, sendbuf: Any, recvbuf: Any, op: MPI.
     plan = st.plan(key, lambda: build_schedule(name, dims_t, st.rank, recv.count, exact=is_exact(op, recv.datatype)),
                    recv.datatype, op)
     plan.run(recv.data, None if send is None else send.data, seq=seq)
-    if key is not None:  # the plan is cached: the next call on these arrays may reuse it
+    if key is not None and not (checking or _CHECK):  # the plan is cached: the next call may reuse it
         remember(comm, sendbuf, recvbuf, op, algorithm, dims, recv.datatype, st, plan)
 
 
 def _nonblocking(comm: MPI.Intracomm, sendbuf: Any, recvbuf: Any, op: MPI.Op, algorithm: str | None,
-                 dims: Any, *, persistent: bool) -> Any:
+                 dims: Any, *, persistent: bool, check: bool | None = None) -> Any:
     dims_t: tuple[int, ...]
     send: Any
     try:
-        send, recv = check_args(comm, sendbuf, recvbuf, op)
+        send, recv, name, dims_t = _call_facts(comm, sendbuf, recvbuf, op, algorithm, dims,
+                                               _CHECK if check is None else check)
     except DeviceBuffer:  # device memory: only the MPI library can reduce it
         send, name, dims_t = (None if sendbuf is None or sendbuf is MPI.IN_PLACE else sendbuf), NATIVE, ()
-    else:
-        name, dims_t = _resolve_call(comm, algorithm, dims, recv, op)
     if name == NATIVE:
         sb: Any = MPI.IN_PLACE if send is None else sendbuf
         if persistent:
@@ -193,20 +215,20 @@ def _nonblocking(comm: MPI.Intracomm, sendbuf: Any, recvbuf: Any, op: MPI.Op, al
 
 
 def iallreduce(comm: MPI.Intracomm, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.SUM, *,
-               algorithm: str | None = None, dims: Any = None) -> Any:
+               algorithm: str | None = None, dims: Any = None, check: bool | None = None) -> Any:
     """Start a nonblocking :func:`allreduce`: returns a :class:`Request` (``MPI.Request`` for native)."""
-    return _nonblocking(comm, sendbuf, recvbuf, op, algorithm, dims, persistent=False)
+    return _nonblocking(comm, sendbuf, recvbuf, op, algorithm, dims, persistent=False, check=check)
 
 
 def allreduce_init(comm: MPI.Intracomm, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.SUM, *,
-                   algorithm: str | None = None, dims: Any = None) -> Any:
+                   algorithm: str | None = None, dims: Any = None, check: bool | None = None) -> Any:
     """Set up a persistent :func:`allreduce` (like MPI-4's ``MPI_Allreduce_init``).
 
     Everything is set up once: the schedule, the plan with its scratch buffers
     and byte offsets, the private communicator. Each ``Start()`` then only
     moves data; ``Wait()`` completes it. The buffers are bound at init.
     """
-    return _nonblocking(comm, sendbuf, recvbuf, op, algorithm, dims, persistent=True)
+    return _nonblocking(comm, sendbuf, recvbuf, op, algorithm, dims, persistent=True, check=check)
 
 
 def _placement_of(comm: MPI.Comm, coords: Any, dims: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -261,6 +283,8 @@ class Intracomm(MPI.Intracomm):
 
     - ``algorithm``: as for :func:`allreduce` (the same name for every collective).
     - ``dims``: torus dims.
+    - ``check``: compare every allreduce's arguments across ranks first
+      (:mod:`swing_mpi.guard`; default ``$SWING_MPI_CHECK``).
     - ``coords``: this rank's torus coordinates, when rank numbers do not
       follow the wiring (collective: gathered and checked to be a permutation
       of the torus; ``dims`` defaults to the coordinates' extent). Schedules
@@ -271,11 +295,12 @@ class Intracomm(MPI.Intracomm):
 
     _swing_algorithm: str | None = None
     _swing_dims: Any = None
+    _swing_check: bool | None = None
     swing_placement: tuple[int, ...] | None = None
     """Torus position of every rank, or ``None`` (position = rank)."""
 
     def __new__(cls, comm: MPI.Comm | None = None, *, algorithm: str | None = None,
-                dims: Any = None, coords: Any = None) -> Intracomm:
+                dims: Any = None, coords: Any = None, check: bool | None = None) -> Intracomm:
         """Wrap ``comm`` (no copy: the same MPI communicator) with the options."""
         if comm is not None and (not isinstance(comm, MPI.Comm) or comm.Is_inter()):
             raise TypeError(f"expected an intracommunicator, got {comm!r}")
@@ -296,6 +321,8 @@ class Intracomm(MPI.Intracomm):
                 self.swing_placement = placement
         if dims is not None:
             self._swing_dims = dims
+        if check is not None:
+            self._swing_check = bool(check)
         return self
 
     def _opts(self, collective: str = "allreduce") -> dict[str, Any]:
@@ -305,16 +332,18 @@ class Intracomm(MPI.Intracomm):
 
     def Allreduce(self, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.SUM) -> None:  # noqa: N802
         """Do :func:`swing_mpi.allreduce` with this communicator's options."""
-        allreduce(self, sendbuf, recvbuf, op, algorithm=self._swing_algorithm, dims=self._swing_dims)
+        allreduce(self, sendbuf, recvbuf, op, algorithm=self._swing_algorithm, dims=self._swing_dims,
+                  check=self._swing_check)
 
     def Iallreduce(self, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.SUM) -> Any:  # noqa: N802
         """Start :func:`swing_mpi.iallreduce` with this communicator's options."""
-        return iallreduce(self, sendbuf, recvbuf, op, algorithm=self._swing_algorithm, dims=self._swing_dims)
+        return iallreduce(self, sendbuf, recvbuf, op, algorithm=self._swing_algorithm, dims=self._swing_dims,
+                          check=self._swing_check)
 
     def Allreduce_init(self, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.SUM,  # noqa: N802
                        info: Any = None) -> Any:
         """Set up :func:`swing_mpi.allreduce_init` with this communicator's options."""
-        return allreduce_init(self, sendbuf, recvbuf, op, **self._opts())
+        return allreduce_init(self, sendbuf, recvbuf, op, **self._opts(), check=self._swing_check)
 
     def Reduce_scatter_block(self, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.SUM) -> None:  # noqa: N802
         """Do :func:`swing_mpi.reduce_scatter_block` with this communicator's options."""
@@ -363,5 +392,6 @@ class Intracomm(MPI.Intracomm):
             new = Intracomm(new)
         new._swing_algorithm = self._swing_algorithm
         new._swing_dims = self._swing_dims
+        new._swing_check = self._swing_check
         new.swing_placement = self.swing_placement
         return new
