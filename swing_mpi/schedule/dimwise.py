@@ -10,10 +10,12 @@ Algorithm:
 
     - *involution*: the Listing-1 block sets of any involutive peer sequence
       (:class:`~.blockset.BlockSets`; Swing's peers on an even ring);
-    - *extra node*: an odd ring runs an even program on ``0 … d−2`` and the
-      extra node ``e = d−1`` trades directly: it sends its partial of block
-      coordinate ``g`` to ``g`` and receives ``g``'s partial of block ``e``,
-      the ``d−1`` trades spread over the inner program's steps;
+    - *circulant*: any ``d``, ``⌈log2 d⌉`` steps; at step ``t`` every node
+      sends to the node ``s_t`` ahead (``1, 2, 4, …`` and ``d − 2^{L−1}``
+      last), the data halving on every node (:func:`circulant_program`);
+    - *extra node* (the paper's odd-``p`` scheme, kept for comparison): an
+      even program on ``0 … d−2`` while the extra node ``e = d−1`` trades
+      directly with every other node;
     - *ring*: the classic ring reduce-scatter in one direction, ``d−1`` steps
       of one block coordinate to the next node.
 
@@ -60,7 +62,7 @@ from .blockset import bits, blocksets
 
 __all__ = [
     "RingProgram", "involution_program", "extra_node_program", "ring_program", "mirror_program",
-    "check_program", "ring_loads", "relay_extra_program", "interleave", "DimwiseLane", "dimwise_lane",
+    "check_program", "ring_loads", "circulant_program", "interleave", "DimwiseLane", "dimwise_lane",
     "lane_order", "lane_blocks",
 ]
 
@@ -149,43 +151,38 @@ def extra_node_program(inner: RingProgram, kind: str = "extra-node", *, spread: 
     return _program(d, rows, kind)
 
 
-def relay_extra_program(inner: RingProgram, kind: str = "relay-extra", *, ride: bool = False) -> RingProgram:
-    """Build an odd ring of ``inner.d + 1`` whose extra node ``e = d−1`` relays through its neighbours.
+def circulant_program(d: int) -> RingProgram:
+    """Build a translation-invariant reduce-scatter for a ring of any ``d`` in ``⌈log2 d⌉`` steps.
 
-    At step ``t`` node 0 of ``inner`` moves one way; ``e`` hands the
-    neighbour on that side (``0`` or ``d−2``) its partials of the block
-    coordinates that neighbour still holds after the step, so ``e`` sheds
-    what it holds like everyone else and uses the ports an even node would.
-    What no neighbour takes is traded directly in the last step of
-    ``inner``. Every node's partial of block ``e`` goes straight to ``e`` in
-    that step too, or with ``ride`` travels with block 0 to node 0, which
-    hands it to ``e`` in one more step.
+    Step ``t`` sends to ``c + s_t`` with skips ``s_t = 2^t`` for ``t < L−1``
+    and ``s_{L−1} = r = d − 2^{L−1}``; every node sends to the same side, so
+    a lane uses one port per step and its mirror the other. A node's partial
+    of the block ``j`` places ahead of it travels along the steps of a set
+    ``T(j)`` with ``Σ_{t∈T} s_t = j``, smallest step first: ``T(j)`` is the
+    binary representation of ``j`` for ``j < r`` and ``{L−1}`` plus that of
+    ``j − r`` otherwise. Dropping the smallest step of a set gives the set of
+    the remaining distance, so every node sends each block once, at the
+    smallest step of its set, and the data halves every step on every node
+    (unlike an extra node, which holds more than the others for a while).
     """
-    g = inner.d
-    d, e = g + 1, g
-    L = max(inner.steps, 1)
-    rows: list[list[dict[int, int]]] = [[{} for _ in range(d)] for _ in range(L + (1 if ride else 0))]
-    for t in range(inner.steps):
-        for c in range(g):
-            for q, m in inner.sends[t][c]:
-                rows[t][c][q] = m | (1 << e if ride and m & 1 else 0)
-    rest = (1 << g) - 1
-    for t in range(inner.steps):
-        q0 = inner.sends[t][0][0][0] if inner.sends[t][0] else 0
-        n = 0 if q0 <= g // 2 else g - 1
-        take = rest & inner.held(n, t + 1)
-        if take:
-            rows[t][e][n] = rows[t][e].get(n, 0) | take
-            rest &= ~take
-    for c in range(g):
-        if rest >> c & 1:
-            rows[L - 1][e][c] = rows[L - 1][e].get(c, 0) | (1 << c)
-        if not ride:
-            rows[L - 1][c][e] = rows[L - 1][c].get(e, 0) | (1 << e)
-    if ride:
-        rows[L][0][e] = 1 << e
-    return _program(d, rows, kind)
-
+    L = max(1, (d - 1).bit_length())
+    r = d - (1 << (L - 1))
+    skips = [1 << t for t in range(L - 1)] + [r]
+    path: dict[int, list[int]] = {}
+    for u in range(1 << (L - 1)):
+        steps = [t for t in range(L - 1) if u >> t & 1]
+        if u < r:
+            path[u] = steps
+        path[r + u] = steps + [L - 1]
+    rows: list[list[dict[int, int]]] = [[{} for _ in range(d)] for _ in range(L)]
+    for j, steps in path.items():
+        if not steps:
+            continue
+        t = steps[0]
+        for c in range(d):
+            q = (c + skips[t]) % d
+            rows[t][c][q] = rows[t][c].get(q, 0) | (1 << ((c + j) % d))
+    return _program(d, rows, "circulant")
 
 def ring_program(d: int, direction: int = 1) -> RingProgram:
     """Ring reduce-scatter: at step ``t`` node ``c`` sends block ``c − direction·(t+1)`` to ``c + direction``."""

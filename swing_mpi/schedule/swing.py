@@ -29,23 +29,27 @@ Torus locality on every shape:
       :data:`EVEN_OFFSETS` (found by :func:`search_offsets`; e.g. 6: 1, −1, 1
       instead of 1, −1, 3). Same steps, less traffic: routed Ξ on 6x6 1.279 →
       0.972, 10x10 1.456 → 1.050, 12x12 1.243 → 1.076;
-    - side 3: the ring program (2 steps, like Swing's ``⌈log2 3⌉``, one hop);
-    - other odd sides ``d``: Swing on ``0 … d−2`` with the extra node
-      ``d−1`` relaying its partials through its two neighbours, each step on
-      the port an even node would use (:func:`~.dimwise.relay_extra_program`).
+    - odd side: the circulant program (:func:`~.dimwise.circulant_program`):
+      ``⌈log2 d⌉`` steps; at step ``t`` every node sends to the node
+      ``1, 2, 4, …`` ahead (``d − 2^{L−1}`` at the last step), so the data
+      halves on every node and a lane uses one port per step, its mirror the
+      other (for ``d = 3`` it is the two-step ring).
 
-    Why these, from the routed model (ceilings of swing-bw, 2-D shapes): the
-    paper's extra node trading directly with every member costs long routes
-    and, on a torus, leaves the extra node's row holding more data than the
-    others in the other dimensions' steps (3x4 86%, 5x8 56%, 7x8 54%, 15x16
-    50% with the trades spread over the steps; worse with all of them in the
-    last step); ring steps in the odd dimension keep every message one hop
-    but are light while the lanes in the other dimension carry half the data
-    (5x8 60%, 7x8 52%, 15x16 38%), except for side 3 where they are as many
-    as Swing's (3x4 92%, 3x4x4 87%); relaying gives 5x8 59%, 7x8 60%, 15x16
-    57%, with fewer steps than rings. ``swing-bw-1port`` runs the first lane.
-    ``swing-lat`` folds every side that is not a power of two inside its own
-    dimension, so its peers too differ in one coordinate.
+    Why the circulant, from the routed model (ceilings of swing-bw): the
+    paper's extra node, on a torus, holds more data than the other nodes of
+    its ring for a while, and the other dimensions' steps then carry that
+    much more on the extra node's row; its direct trades also take long
+    routes (3x4 86%, 5x8 56%, 7x8 54%, 15x16 50% with the trades spread over
+    the steps, worse with all of them in the last one). Relaying the extra
+    node's partials through its two neighbours gives 5x8 59%, 7x8 60%, 15x16
+    58%; ring steps in the odd dimension 5x8 60%, 7x8 52%, 15x16 38% (light
+    steps in lockstep with the other lanes' heavy ones). The circulant has
+    every node halve every step: 3x4 92%, 3x4x4 87%, 5x8 75.5%, 7x8 73%,
+    15x16 69%, 5x5 86%, 7x7 74%, 9x9 73%. What it still loses against a
+    power-of-two side is distance: skips ``1, 2, 4`` are recursive doubling's,
+    where Swing's even sides move ``1, 1, 3``. ``swing-bw-1port`` runs the
+    first lane. ``swing-lat`` folds every side that is not a power of two
+    inside its own dimension, so its peers too differ in one coordinate.
 
 Cost (even p, β per byte, γ per reduced byte, n bytes, D dims):
     swing-bw:  2·L·α + 2·n·(p−1)/p · β/(2D) · Ξ + n·(p−1)/p · γ,  L = Σ⌈log2 d_k⌉
@@ -66,14 +70,13 @@ from .blockset import bits, blocksets
 from .dimwise import (
     DimwiseLane,
     RingProgram,
+    circulant_program,
     dimwise_lane,
     interleave,
     involution_program,
     lane_blocks,
     mirror_program,
-    relay_extra_program,
     ring_loads,
-    ring_program,
 )
 
 __all__ = [
@@ -227,19 +230,16 @@ def search_offsets(d: int, *, prefixes: Sequence[tuple[int, ...]] = ()) -> tuple
 def dim_program(d: int, sign: int = 1) -> RingProgram | None:
     """Return the reduce-scatter program of one ring of ``d`` (``None`` for ``d = 1``); ``sign=-1``: mirrored.
 
-    Even ``d``: Listing-1 block sets of :func:`ring_offsets`. ``d = 3``: the
-    ring program (2 steps, the same as Swing's ``⌈log2 3⌉``, every message one
-    hop). Other odd ``d``: Swing on ``0 … d−2`` with the extra node relaying
-    through its neighbours (:func:`~.dimwise.relay_extra_program`).
+    Even ``d``: Listing-1 block sets of :func:`ring_offsets`. Odd ``d``: the
+    circulant program (:func:`~.dimwise.circulant_program`; for ``d = 3`` it
+    is the two-step ring), ``⌈log2 d⌉`` steps either way.
     """
     if d == 1:
         return None
     if d % 2 == 0:
         prog = involution_program(offset_table(d, ring_offsets(d)), "swing")
-    elif d == 3:
-        return ring_program(3, sign)
     else:
-        prog = relay_extra_program(involution_program(offset_table(d - 1, ring_offsets(d - 1)), "swing"))
+        prog = circulant_program(d)
     return prog if sign == 1 else mirror_program(prog)
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from swing_mpi.blocks import split, split_range
 from swing_mpi.schedule import build_schedule
-from swing_mpi.schedule.dimwise import RingProgram, check_program, extra_node_program, ring_program
+from swing_mpi.schedule.dimwise import RingProgram, check_program, circulant_program, extra_node_program, ring_program
 from swing_mpi.schedule.swing import EVEN_OFFSETS, delta, dim_program, lane_plan, offsets_cost, rho, search_offsets
 from swing_mpi.simulate import ScheduleError, simulate
 from swing_mpi.topology import Torus
@@ -154,7 +154,11 @@ def test_ring_programs_are_reduce_scatters(d):
     for sign in (1, -1):
         prog = dim_program(d, sign)
         check_program(prog)
-        assert prog.steps == (2 if d == 3 else math.ceil(math.log2(d - d % 2)))
+        assert prog.steps == math.ceil(math.log2(d))
+        held = [max(bin(prog.held(c, t)).count("1") for c in range(d)) for t in range(prog.steps + 1)]
+        if d % 2:  # circulant: every node halves every step (no node holds more than the others)
+            assert all(h == -(-d // 2 ** t) or h == d // 2 ** t + 1 for t, h in enumerate(held)), held
+    check_program(circulant_program(d))
     if d % 2:
         inner = dim_program(d - 1)
         check_program(extra_node_program(inner, spread=True))
