@@ -76,7 +76,10 @@ def main() -> int:
     ap.add_argument("--sizes", default=",".join(map(str, SIZES)), help="MPI sizes, comma separated")
     ap.add_argument("--timeout", type=int, default=int(os.environ.get("MPIEXEC_TIMEOUT", 300)),
                     help="seconds per mpiexec launch (MPIEXEC_TIMEOUT)")
-    ap.add_argument("--no-unit", action="store_true", help="skip the unit tests")
+    ap.add_argument("--no-unit", action="store_true", help="skip the plain pytest (unit, launcher and lab tests)")
+    ap.add_argument("--mpi-dependent", action="store_true",
+                    help="only the tests whose outcome depends on the MPI library (tests/launch, tests/mpi): "
+                         "CI runs tests/unit and tests/lab once, with MPICH")
     ap.add_argument("--no-mpi", action="store_true", help="skip the MPI tests")
     ap.add_argument("--mpi4py-suite", action="store_true",
                     help="also run mpi4py's own Allreduce tests against swing_mpi at 1-4 ranks "
@@ -96,8 +99,8 @@ def main() -> int:
     passed = failed = 0
     t0 = time.time()
     if not args.no_unit:
-        dirs = ["tests/unit", "tests/launch", "tests/lab"]
-        if "Open MPI" in name:
+        dirs = ["tests/launch"] if args.mpi_dependent else ["tests/unit", "tests/launch", "tests/lab"]
+        if "Open MPI" in name and "tests/lab" in dirs:
             dirs.remove("tests/lab")
             print("== tests/lab left out: the emulated lab runs MPICH (hydra, TCP netmod)", flush=True)
         print(f"== {', '.join(dirs)} (plain pytest)", flush=True)
