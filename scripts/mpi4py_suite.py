@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Run mpi4py's own Allreduce tests against ``swing_mpi.Intracomm`` (optional, not in CI).
+"""Run mpi4py's own tests of our collectives against ``swing_mpi.Intracomm`` (optional, not in CI).
 
 The sdist of the *installed* mpi4py version is fetched at run time (``pip
 download``; cached; nothing of it is committed), the test modules below and
@@ -19,12 +19,16 @@ Selected tests (``--all-methods``: every method of those classes):
 ====================  ===============  ===============================================
 module                method           what reaches swing_mpi
 ====================  ===============  ===============================================
-test_cco_buf          testAllreduce    ``Allreduce``, out of place and ``IN_PLACE``
-test_cco_nb_buf       testAllreduce    ``Iallreduce(...).Wait()``
-test_cco_pr_buf       testAllreduce    ``Allreduce_init`` + Start/Wait/Free
+test_cco_buf          (a)              ``Allreduce``, ``Reduce_scatter(_block)``, ``Allgather``
+test_cco_nb_buf       (a)              their ``I…`` forms, ``.Wait()``
+test_cco_pr_buf       (a)              their ``…_init`` forms + Start/Wait/Free
 test_msgzero          testReductions   ``Allreduce([None, MPI.INT], [None, MPI.INT])``
 test_op               testCreate       ``Allreduce`` with user ops (commutative or not)
 ====================  ===============  ===============================================
+
+(a) testAllreduce, testReduceScatter, testReduceScatterBlock, testAllgather, each out of
+place and with ``IN_PLACE`` (the ``Inplace`` classes). An algorithm without a
+reduce-scatter (``swing-lat``, ``recdoub``) leaves those collectives to ``auto``.
 
 Tests that loop over ``arrayimpl``'s array backends (array, numpy, DLPack,
 fake-GPU ``__cuda_array_interface__``) run once per backend, so one
@@ -58,10 +62,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
+OURS = r"^test(Allreduce|ReduceScatter|ReduceScatterBlock|Allgather)$"
 SELECT = {
-    "test_cco_buf": r"^testAllreduce$",
-    "test_cco_nb_buf": r"^testAllreduce$",
-    "test_cco_pr_buf": r"^testAllreduce$",
+    "test_cco_buf": OURS,
+    "test_cco_nb_buf": OURS,
+    "test_cco_pr_buf": OURS,
     "test_msgzero": r"^testReductions$",
     "test_op": r"^testCreate$",
 }
@@ -74,12 +79,12 @@ CONTROL = "mpi4py"
 
 def find_mpiexec() -> str:
     """``mpiexec`` next to this Python (the ``mpich`` wheel's), else on PATH."""
-    from swing_mpi.lab.netns import LabUnavailable
-    from swing_mpi.lab.netns import find_mpiexec as _find
+    from swing_mpi.lab import MpiexecNotFoundError
+    from swing_mpi.lab import find_mpiexec as _find
 
     try:
         return _find()
-    except LabUnavailable as e:
+    except MpiexecNotFoundError as e:
         sys.exit(f"mpi4py_suite: {e}")
 
 
@@ -91,7 +96,7 @@ def cache_dir(arg: str | None) -> Path:
 
 
 def fetch_sdist(version: str, cache: Path, given: str | None) -> Path:
-    """The sdist of mpi4py ``version``: ``given``, the cached copy, or ``pip download``."""
+    """Return the sdist of mpi4py ``version``: ``given``, the cached copy, or ``pip download``."""
     if given:
         return Path(given)
     cached = cache / f"mpi4py-{version}.tar.gz"
@@ -174,7 +179,7 @@ def judge(run: dict) -> tuple[dict, dict]:
     outcome, detail = {}, {}
     if any(rk is None for rk in run["ranks"]):
         return outcome, detail
-    for tid, res in run["ranks"][0]["results"].items():
+    for tid in run["ranks"][0]["results"]:
         states = [rk["results"].get(tid, ("missing", ""))[0] for rk in run["ranks"]]
         if all(s == "skipped" for s in states):
             outcome[tid] = "skipped"
@@ -280,7 +285,7 @@ def main() -> int:
 
 
 def _normalise(msg: str) -> str:
-    """A failure message without the rank and addresses, so equal failures group together."""
+    """Return a failure message without the rank and addresses, so equal failures group together."""
     msg = re.sub(r"^rank \d+: ", "", msg)
     return re.sub(r"0x[0-9a-f]+", "0x…", msg)
 
@@ -360,6 +365,8 @@ def worker(testdir: Path, outdir: Path, comm_kind: str, all_methods: bool) -> in
         def _put(self, state: str, msg: str) -> None:
             if results.get(self.tid, ("passed",))[0] in ("passed", "skipped"):
                 results[self.tid] = (state, msg)
+            if state != "skipped":  # now, in the launch's output: a rank that fails alone may hang the rest
+                print(f"rank {rank}: {self.tid}: {state}: {msg}", file=sys.stderr, flush=True)
 
         def addSuccess(self, test):  # noqa: N802
             results.setdefault(self.tid, ("passed", ""))
@@ -415,7 +422,7 @@ def worker(testdir: Path, outdir: Path, comm_kind: str, all_methods: bool) -> in
 
 
 def _last_line(tb: str, testdir: str) -> str:
-    """The exception line of a traceback, and the line of the mpi4py test that led to it."""
+    """Return the exception line of a traceback, and the line of the mpi4py test that led to it."""
     lines = [ln for ln in tb.strip().splitlines() if ln.strip()]
     where = ""
     for i, ln in enumerate(lines[:-1]):

@@ -84,13 +84,35 @@ _DLPACK_HOST = (1, 3)
 """DLPack device types in host memory: ``kDLCPU`` and ``kDLCUDAHost`` (pinned, CPU-addressable)."""
 
 
-def _memoryview(obj: Any, where: str) -> memoryview:
+class _Exported:
+    """One versioned DLPack export of ``obj`` (``max_version=(1, 0)``), for ``np.from_dlpack``.
+
+    Producers of the pre-1.0 protocol (no ``max_version``) raise ``TypeError`` here and go to
+    the MPI library: their capsules may free the tensor's description as soon as the capsule
+    dies, while a numpy view keeps using it until the view itself dies.
+    """
+
+    def __init__(self, obj: Any, device: Any) -> None:
+        """Export now."""
+        self._capsule = obj.__dlpack__(max_version=(1, 0))
+        self._device = device
+
+    def __dlpack__(self, **kw: Any) -> Any:
+        """Return the export (once)."""
+        return self._capsule
+
+    def __dlpack_device__(self) -> Any:
+        """Return the producer's device."""
+        return self._device
+
+
+def _memoryview(obj: Any, where: str, writable: bool = False) -> memoryview:
     """Return a view of ``obj``'s memory: the buffer protocol, else a CPU array interface or DLPack export.
 
     Objects in host memory that offer only ``__array_interface__`` or ``__dlpack__`` (torch CPU
     tensors, JAX CPU arrays) are viewed through numpy, without a copy, so our algorithms reduce
     them. Device memory (``__cuda_array_interface__``, DLPack on a device, or a DLPack export numpy
-    cannot take) raises :class:`DeviceBuffer`.
+    cannot take, or takes read-only where ``writable`` is asked) raises :class:`DeviceBuffer`.
     """
     try:
         return memoryview(obj)
@@ -102,12 +124,12 @@ def _memoryview(obj: Any, where: str) -> memoryview:
         return np.asarray(obj).data  # writable as the interface says
     if hasattr(obj, "__dlpack__"):
         try:
-            on_host = obj.__dlpack_device__()[0] in _DLPACK_HOST
-            view = np.from_dlpack(obj) if on_host else None
+            device = obj.__dlpack_device__()
+            view = np.from_dlpack(_Exported(obj, device)) if device[0] in _DLPACK_HOST else None
         except (AttributeError, TypeError, ValueError, BufferError, RuntimeError):
             view = None
-        if view is None:
-            raise DeviceBuffer(where)
+        if view is None or writable and not view.flags.writeable:
+            raise DeviceBuffer(where)  # MPI's own collective writes through the export
         return view.data
     raise TypeError(f"{where}: {type(obj).__name__} does not support the buffer protocol")
 
@@ -139,7 +161,7 @@ def parse_buffer(spec: Any, *, writable: bool, where: str) -> BufferSpec:
             raise ValueError(f"{where}: [None] needs a datatype, e.g. [None, MPI.INT]")
     if obj is None or obj is MPI.IN_PLACE or obj is MPI.BOTTOM:
         raise ValueError(f"{where}: expected a buffer, got {obj!r}")
-    mv = _memoryview(obj, where)
+    mv = _memoryview(obj, where, writable)
     if not mv.c_contiguous:
         raise ValueError(f"{where}: the buffer is not C-contiguous (pass a contiguous copy)")
     if writable and mv.readonly:

@@ -214,10 +214,11 @@ def _reduce_scatter(comm: Any, sendbuf: Any, recvbuf: Any, recvcounts: Any, op: 
     ext = recv.extent
     lo = sum(counts[:rank]) * ext
     mine = counts[rank] * ext
-    out = _copy_block(recv.data[:mine], lo) if mine and (send is not None or lo) else None
-    return _go(comm, "reduce_scatter", name, dims_t, counts, recv.datatype, op,
-               recv.data[:total * ext] if send is None else None, None if send is None else send.data,
-               None, out, mode)
+    # in place too, a work vector of ours: MPI libraries leave the receive buffer beyond the
+    # result as it was (mpi4py's tests check it), so the schedule cannot run in it
+    source = recv.data[:total * ext] if send is None else send.data
+    return _go(comm, "reduce_scatter", name, dims_t, counts, recv.datatype, op, None, source, None,
+               _copy_block(recv.data[:mine], lo) if mine else None, mode)
 
 
 def _native_rs(comm: Any, sendbuf: Any, recvbuf: Any, counts: Any, op: MPI.Op, mode: str, block: bool) -> Any:

@@ -140,6 +140,18 @@ def test_allgather(case):
 
 
 @pytest.mark.parametrize("alg", ALGS)
+def test_in_place_leaves_the_rest_of_recvbuf_as_it_was(alg):
+    """As MPI libraries do (mpi4py's own tests check it): only the first ``recvcounts[rank]`` change."""
+    counts = list(range(1, P + 1))
+    buf = np.full(sum(counts), R, np.int32)
+    swing_mpi.reduce_scatter(WORLD, MPI.IN_PLACE, buf, counts, algorithm=alg)
+    assert (buf[:counts[R]] == P * (P - 1) // 2).all() and (buf[counts[R]:] == R).all()
+    buf = np.full(2 * P, R, np.int32)
+    swing_mpi.reduce_scatter_block(WORLD, MPI.IN_PLACE, buf, algorithm=alg)
+    assert (buf[:2] == P * (P - 1) // 2).all() and (buf[2:] == R).all()
+
+
+@pytest.mark.parametrize("alg", ALGS)
 def test_recvcounts_gathered_when_not_given(alg):
     n = R % 3
     counts = WORLD.allgather(n)
