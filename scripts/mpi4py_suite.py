@@ -335,17 +335,21 @@ def worker(testdir: Path, outdir: Path, comm_kind: str, all_methods: bool) -> in
     import arrayimpl  # noqa: E402  (from the extracted sdist)
 
     import swing_mpi
-    from swing_mpi import api
+    from swing_mpi import api, collectives
 
     calls = Counter()
     if comm_kind == "swing":
-        for name in ("allreduce", "iallreduce", "allreduce_init"):
-            fn = getattr(api, name)
+        for mod, names in ((api, ("allreduce", "iallreduce", "allreduce_init")),
+                           (collectives, collectives.__all__)):
+            for name in names:
+                fn = getattr(mod, name)
+                if name == "supports":
+                    continue
 
-            def counted(*a, _fn=fn, _name=name, **k):
-                calls[_name] += 1
-                return _fn(*a, **k)
-            setattr(api, name, counted)  # Intracomm's methods look these names up at call time
+                def counted(*a, _fn=fn, _name=name, **k):
+                    calls[_name] += 1
+                    return _fn(*a, **k)
+                setattr(mod, name, counted)  # Intracomm's methods look these names up at call time
         world = swing_mpi.Intracomm(MPI.COMM_WORLD)
         self_ = swing_mpi.Intracomm(MPI.COMM_SELF)
         proxy = types.ModuleType(MPI.__name__)
