@@ -22,6 +22,7 @@ from mpi4py import MPI
 
 import swing_mpi
 from swing_mpi import ALGORITHMS
+from swing_mpi.state import find_state
 from swing_mpi.topology import Torus
 
 pytestmark = pytest.mark.mpi
@@ -247,6 +248,7 @@ def test_ranks_in_shuffled_torus_order(dims, alg):
     ref = np.empty_like(x)
     WORLD.Allreduce(x, ref)
     assert np.array_equal(y, ref)
+    assert find_state(comm, comm.swing_placement).rank == perm[R]  # the schedules ran with this rank there
     counts = [(i * 5) % 4 for i in range(P)]
     xv = np.arange(sum(counts), dtype=np.int64) * (R + 2)
     yv = np.empty(counts[R], np.int64)
@@ -258,6 +260,23 @@ def test_ranks_in_shuffled_torus_order(dims, alg):
     g = np.empty(2 * P, np.int32)
     comm.Allgather(s, g)
     assert np.array_equal(g, np.array([[r, 10 * r] for r in range(P)], np.int32).ravel())
+    dup = comm.Dup()  # keeps the placement
+    try:
+        assert dup.swing_placement == comm.swing_placement
+        g[...] = -1
+        dup.Allgather(s, g)
+        assert np.array_equal(g, np.array([[r, 10 * r] for r in range(P)], np.int32).ravel())
+    finally:
+        dup.Free()
+
+
+def test_coords_without_dims_span_their_torus():
+    torus, perm = _shuffled((P,))
+    comm = swing_mpi.Intracomm(WORLD, coords=torus.coords(perm[R]), algorithm="swing-bw")
+    x = np.full(3, R + 1, np.int64)
+    y = np.empty(3, np.int64)
+    comm.Allreduce(x, y)
+    assert (y == P * (P + 1) // 2).all()
 
 
 def test_cartesian_communicator_gives_its_dims():
