@@ -23,8 +23,9 @@ import swing_mpi
 
 
 def per_call_us(comm, fns, calls: int, rounds: int = 7) -> list[float]:
-    """µs per call of each of ``fns``, median over ``rounds``; the rounds of the functions
-    alternate, so a change in the machine's state hits them alike.
+    """Return µs per call of each of ``fns``, median over ``rounds``.
+
+    The rounds of the functions alternate, so a change in the machine's state hits them alike.
     """
     times = np.zeros((rounds, len(fns)))
     for i in range(rounds):
@@ -69,7 +70,8 @@ def main() -> None:
         ours()
     prof.disable()
     if comm.Get_rank() == 0:
-        print(f"p={comm.Get_size()} {n * 8} B float64 SUM, {args.calls} calls back to back, median of 7 alternating rounds:")
+        print(f"p={comm.Get_size()} {n * 8} B float64 SUM, {args.calls} calls back to back, "
+              "median of 7 alternating rounds:")
         print(f"  comm.Allreduce           {t_native:8.2f} us/call")
         print(f"  allreduce({args.algorithm!r:12}) {t_ours:8.2f} us/call  (+{t_ours - t_native:.2f} us)")
         out = io.StringIO()

@@ -47,6 +47,7 @@ Cost:
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Any
 
 from ..blocks import split, split_range
 from .base import COPY, Range, Schedule, Step, Transfer, merge_ranges
@@ -86,7 +87,7 @@ def unit_owners(algorithm: str, dims: tuple[int, ...]) -> tuple[int, tuple[int, 
     units = lanes * p
     owner = [-1] * units
     keep = HALF_PHASES[REDUCE_SCATTER]
-    owned = _build(algorithm, dims, 0, units).meta.get("owned") if p > 1 else None
+    owned: Any = _build(algorithm, dims, 0, units).meta.get("owned") if p > 1 else None
     if owned is not None:  # the builder says where blocks end up: no need to read every rank's schedule
         for t_ranges in owned:
             for t, (a, b) in enumerate(t_ranges):

@@ -122,7 +122,7 @@ def run_cases(cases):
 
 
 def spread(items, i):
-    """A covering design instead of a full cross product: item i (cyclic)."""
+    """Return item i (cyclic): a covering design instead of a full cross product."""
     return items[i % len(items)]
 
 

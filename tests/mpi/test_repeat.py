@@ -37,7 +37,7 @@ def _same_everywhere(a):
 
 @pytest.fixture
 def slow_calls(monkeypatch):
-    """Counts the calls that took the full (checking) path."""
+    """Count the calls that took the full (checking) path."""
     n = [0]
     orig = api.check_args
 
