@@ -128,7 +128,10 @@ def _model_pick(ours: Sequence[str], dims: tuple[int, ...], nbytes: int, exact: 
         for a in sorted(order, key=lambda a: (bounds[a], order.index(a))):
             if bounds[a] >= best_t * (1.0 - MODEL_RESOLUTION):
                 break
-            t = _model_time(coefficients(a, dims, exact=exact, network="torus", part=part), nbytes, tuning)
+            try:
+                t = _model_time(coefficients(a, dims, exact=exact, network="torus", part=part), nbytes, tuning)
+            except ValueError:  # too large to route (model.routing.FULL_BUILD_LIMIT): not a candidate here
+                continue
             if t < best_t or (t == best_t and order.index(a) < order.index(best)):
                 best, best_t = a, t
         return best

@@ -63,6 +63,11 @@ Pattern = tuple[tuple[tuple[int, ...], int], ...]
 
 SYMMETRIES = ("auto", "parity", "periodic", "full")
 
+FULL_BUILD_LIMIT = 1 << 19
+"""Most rank-steps (ranks × steps) read when no symmetry holds and every rank's schedule
+must be built: beyond it :func:`collect_traffic` raises ``ValueError`` instead of running
+for minutes (e.g. ``hamiltonian``, 2(p−1) steps with no translation symmetry, on 32x32)."""
+
 
 def default_count(dims: Sequence[int]) -> int:
     """Elements to build the schedules with: ``p·lcm(1 … 2D)`` (whole lanes and blocks)."""
@@ -349,6 +354,10 @@ def collect_traffic(
                     raise ValueError(f"periodic symmetry does not hold for this schedule on {torus}")
 
     # 3. every rank
+    nsteps = max((len(lane) for rows in S.rows.values() for lane in rows), default=0)
+    if p * nsteps > FULL_BUILD_LIMIT:
+        raise ValueError(f"no symmetry found on {torus}: routing it means building all {p} ranks' schedules of "
+                         f"{nsteps} steps ({p * nsteps} rank-steps, limit {FULL_BUILD_LIMIT}); model a smaller torus")
     for r in range(p):
         S.add(r)
     return finish(lambda li, k: dims_t, "full")
