@@ -41,7 +41,7 @@ from functools import lru_cache
 
 from .model.features import Coefficients, coefficients, lower_bound, probe_counts
 from .schedule import ALGORITHMS, AUTO, NATIVE, algorithm_info
-from .tuning import DEFAULT_TUNING, Tuning, TuningError, load_tuning, save_tuning, tuning_for_comm
+from .tuning import DEFAULT_TUNING, Tuning, TuningError, load_tuning, network_for, save_tuning, tuning_for_comm
 
 __all__ = [
     "choose", "resolve", "candidates", "explain", "Estimate", "Decision", "choose_collective",
@@ -123,7 +123,7 @@ def _model_pick(ours: Sequence[str], dims: tuple[int, ...], nbytes: int, exact: 
     part = collective  # the part of an allreduce schedule this collective is (model.features.PARTS)
     order = list(ours)
     best, best_t = order[0], math.inf
-    if tuning.network == "torus":
+    if network_for(tuning, dims) == "torus":
         bounds = {a: _model_time(lower_bound(a, dims, exact=exact, part=part), nbytes, tuning) for a in order}
         for a in sorted(order, key=lambda a: (bounds[a], order.index(a))):
             if bounds[a] >= best_t * (1.0 - MODEL_RESOLUTION):
@@ -228,10 +228,11 @@ def explain(p: int, dims: Sequence[int], nbytes: int, *, exact: bool, commutativ
                                 + ("no vector" if nb is None else f"vectors below {nb} B")
                                 + " to MPI_Allreduce (native_below_bytes)"))
             continue
-        c = coefficients(a, dims_t, exact=exact, network=tuning.network, part=collective)
-        how_net = "routed link loads" if tuning.network == "torus" else "no link sharing"
+        net = network_for(tuning, dims_t)
+        c = coefficients(a, dims_t, exact=exact, network=net, part=collective)
+        how_net = "routed link loads" if net == "torus" else "no link sharing"
         out.append(Estimate(a, _model_time(c, nbytes, tuning), "model",
-                            f"{tuning.network} model ({how_net}): {c.steps} steps x alpha + "
+                            f"{net} model ({how_net}): {c.steps} steps x alpha + "
                             f"n x ({c.moved:.4g} x beta + {c.reduced:.4g} x gamma)"))
     return Decision(pick, how, tuple(out))
 

@@ -16,7 +16,7 @@ from dataclasses import replace
 
 from .choose import COLLECTIVES, explain
 from .model.features import NETWORKS
-from .tuning import Tuning, load_tuning
+from .tuning import Tuning, load_tuning, network_for
 from .units import format_size, parse_size
 
 __all__ = ["add_arguments", "run", "op_facts", "DTYPES", "OPS"]
@@ -79,14 +79,14 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps({
             "pick": d.pick, "decided_by": d.source, "collective": args.collective, "dims": list(dims), "p": p,
             "nbytes": nbytes, "dtype": args.dtype, "op": "noncommutative" if args.noncommutative else args.op,
-            "exact": exact, "native_ok": native_ok, "network": tuning.network, "tuning": tuning.source,
+            "exact": exact, "native_ok": native_ok, "network": network_for(tuning, dims), "tuning": tuning.source,
             "candidates": [{"algorithm": e.algorithm, "seconds": e.seconds, "source": e.source, "detail": e.detail}
                            for e in d.estimates],
         }, indent=1))
         return 0
     op = "non-commutative op" if args.noncommutative else f"{args.dtype} {args.op.upper()}"
     print(f"# {args.collective} of {format_size(nbytes)} {op} on {shape} (p={p}); "
-          f"{'exact' if exact else 'inexact'} op; network {tuning.network}; tuning: {tuning.source}")
+          f"{'exact' if exact else 'inexact'} op; network {network_for(tuning, dims)}; tuning: {tuning.source}")
     print(f"auto runs: {d.pick}  (decided by {d.source})")
     w = max([len(e.algorithm) for e in d.estimates] + [9])
     print(f"{'candidate':<{w}}  {'time':>12}  source    where the number comes from")

@@ -38,9 +38,13 @@ from typing import Any
 
 from .model.features import NETWORKS
 
+NETWORK_AUTO = "auto"
+"""A tuning's network kind when nothing measured it: :func:`network_for` decides per call."""
+
 __all__ = [
     "Tuning", "TuningError", "DecisionTable", "DEFAULT_TUNING", "TUNING_ENV", "NETWORK_ENV", "TUNING_VERSION",
     "load_tuning", "save_tuning", "tuning_from_dict", "tuning_for_comm", "default_tuning_path", "network_override",
+    "network_for", "NETWORK_AUTO",
 ]
 
 TUNING_ENV = "SWING_MPI_TUNING"
@@ -172,7 +176,8 @@ class Tuning:
         gamma: seconds per byte reduced.
         native_below_bytes: where no table applies, vectors of fewer bytes
             go to ``MPI_Allreduce``; ``None``: never.
-        network: ``torus`` (routed link sharing) or ``flat``.
+        network: ``torus`` (routed link sharing), ``flat``, or ``auto`` (not
+            measured: :func:`network_for` decides from the call's dims).
         tables: measured decision tables (:class:`DecisionTable`).
         source: where it came from; not part of equality.
     """
@@ -181,7 +186,7 @@ class Tuning:
     beta: float
     gamma: float
     native_below_bytes: int | None = None
-    network: str = "flat"
+    network: str = NETWORK_AUTO
     tables: tuple[DecisionTable, ...] = ()
     source: str = field(default="defaults", compare=False)
 
@@ -193,8 +198,9 @@ class Tuning:
         nb = self.native_below_bytes
         if nb is not None and (isinstance(nb, bool) or not isinstance(nb, int) or nb < 0):
             raise TuningError(f"tuning native_below_bytes must be null or an integer >= 0, got {nb!r}")
-        if self.network not in NETWORKS:
-            raise TuningError(f"tuning network must be one of {', '.join(NETWORKS)}, got {self.network!r}")
+        if self.network not in (*NETWORKS, NETWORK_AUTO):
+            raise TuningError(f"tuning network must be one of {', '.join(NETWORKS)} or {NETWORK_AUTO}, "
+                              f"got {self.network!r}")
 
     def table_for(self, p: int, dims: tuple[int, ...], *, exact: bool, commutative: bool,
                   collective: str = "allreduce") -> DecisionTable | None:
@@ -216,15 +222,29 @@ DEFAULT_TUNING = Tuning(
     beta=1.72e-9,
     gamma=0.058e-9,
     native_below_bytes=2048,
-    network="flat",
+    network=NETWORK_AUTO,
     source="defaults (2-core VM, shared-memory MPICH 5.0.2 from PyPI, p=4)",
 )
 """Constants measured with ``swing-mpi calibrate`` on a 2-core VM, 4 ranks over
 shared-memory MPICH from PyPI (α is large because four ranks share two cores:
 a step waits until its peer is scheduled). No tables: without a calibration on
-the machine itself, ``auto`` prices our schedules with the flat model and hands
+the machine itself, ``auto`` prices our schedules with the torus model where the
+call names a torus of two or more dimensions (dims, a Cartesian communicator,
+``coords``) and the flat model otherwise (:func:`network_for`), and hands
 vectors below 2 KiB to ``MPI_Allreduce``, where every algorithm is pure
 latency and MPICH's call costs less than ours."""
+
+
+def network_for(tuning: Tuning, dims: Sequence[int]) -> str:
+    """Return the network kind to price a call on ``dims`` with.
+
+    A measured (or forced) kind wins. Unmeasured (``auto``): a torus of two
+    or more dimensions longer than 1 is priced as a torus, with link sharing;
+    a ring of all ranks, which is what a call without dims runs on, as flat.
+    """
+    if tuning.network != NETWORK_AUTO:
+        return tuning.network
+    return "torus" if sum(1 for d in dims if d > 1) >= 2 else "flat"
 
 
 def network_override() -> str | None:

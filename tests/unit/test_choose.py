@@ -308,7 +308,7 @@ def test_defaults_without_files(clean_env):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert load_tuning() is DEFAULT_TUNING
-    assert DEFAULT_TUNING.network == "flat" and DEFAULT_TUNING.tables == ()
+    assert DEFAULT_TUNING.network == "auto" and DEFAULT_TUNING.tables == ()
 
 
 def test_network_from_file_and_version_1(clean_env):
@@ -405,10 +405,11 @@ def test_choose_command_json(clean_env, capsys):
     assert set(by) == set(candidates((3, 4), exact=False, commutative=True))
     assert by["bucket"]["seconds"] == pytest.approx(1e-2 * 4) and "interpolated" in by["bucket"]["detail"]
     assert main(["choose", "--dims", "4x4", "--size", "4MiB", "--tuning", str(path)]) == 0
+    text = capsys.readouterr().out  # nothing measured the network: a 2-D torus is priced as one
+    assert "decided by model" in text and "network torus" in text and "routed link loads" in text
+    assert main(["choose", "--dims", "4x4", "--size", "4M", "--tuning", str(path), "--network", "flat"]) == 0
     text = capsys.readouterr().out
-    assert "decided by model" in text and "routed" not in text and "no link sharing" in text
-    assert main(["choose", "--dims", "4x4", "--size", "4M", "--tuning", str(path), "--network", "torus"]) == 0
-    assert "routed link loads" in capsys.readouterr().out
+    assert "routed" not in text and "no link sharing" in text
 
 
 def test_choose_command_errors(clean_env, capsys, monkeypatch):
@@ -451,3 +452,17 @@ def test_fit_recovers_the_constants_and_the_network_kind(network):
     assert f.overhead == pytest.approx(c0, rel=1e-6)
     other = next(n for n in NETWORKS if n != network)
     assert fit_constants(pts, dims, gamma=gamma, network=other).network == other
+
+
+def test_unmeasured_network_is_decided_by_the_calls_dims(clean_env):
+    from swing_mpi.tuning import network_for
+
+    assert network_for(DEFAULT_TUNING, (3, 4)) == "torus"
+    assert network_for(DEFAULT_TUNING, (4, 4, 4)) == "torus"
+    assert network_for(DEFAULT_TUNING, (16,)) == "flat"
+    assert network_for(DEFAULT_TUNING, (1, 16)) == "flat"
+    measured = replace(DEFAULT_TUNING, network="flat")
+    assert network_for(measured, (4, 4)) == "flat"
+    # on a declared torus the uncalibrated chooser uses all ports, not one
+    pick = choose(12, (3, 4), 4 << 20 >> 3, 8, exact=False, commutative=True, tuning=DEFAULT_TUNING)
+    assert pick != "swing-bw-1port" and pick in chooser.algorithm_names()
