@@ -36,7 +36,7 @@ def prime_factors(n: int) -> list[int]:
 
 
 def balanced_dims(p: int, ndims: int) -> tuple[int, ...]:
-    """A balanced factorisation of ``p`` into ``ndims`` sides, largest first.
+    """Factor ``p`` into ``ndims`` balanced sides, largest first.
 
     The same rule as ``MPI.Compute_dims``: place prime factors, largest first,
     onto the currently smallest side.
@@ -105,6 +105,7 @@ class Torus:
     dims: tuple[int, ...]
 
     def __post_init__(self) -> None:
+        """Validate and normalise ``dims``."""
         object.__setattr__(self, "dims", parse_dims(self.dims))
 
     # -- construction -----------------------------------------------------
@@ -121,24 +122,28 @@ class Torus:
 
     @classmethod
     def from_cartcomm(cls, comm: Any) -> Torus:
-        """The torus of an mpi4py ``Cartcomm`` (its own dims)."""
+        """Build the torus of an mpi4py ``Cartcomm`` (its own dims)."""
         dims = tuple(comm.Get_topo()[0]) if hasattr(comm, "Get_topo") else tuple(comm.dims)
         return cls(dims)
 
     # -- basic facts ------------------------------------------------------
     @property
     def size(self) -> int:
+        """Number of nodes."""
         return math.prod(self.dims)
 
     @property
     def ndims(self) -> int:
+        """Number of dimensions."""
         return len(self.dims)
 
     @property
     def nports(self) -> int:
+        """Ports per node, ``2D``."""
         return 2 * self.ndims
 
     def __str__(self) -> str:
+        """Format as ``4x4``."""
         return "x".join(map(str, self.dims))
 
     @cached_property
@@ -163,19 +168,20 @@ class Torus:
         return sum((x % d) * s for x, d, s in zip(c, self.dims, self._strides))
 
     def shift(self, rank: int, dim: int, offset: int) -> int:
-        """The rank ``offset`` steps away from ``rank`` along ``dim`` (wrapping)."""
+        """Return the rank ``offset`` steps away from ``rank`` along ``dim`` (wrapping)."""
         c = list(self.coords(rank))
         c[dim] = (c[dim] + offset) % self.dims[dim]
         return self.rank(c)
 
     def neighbor(self, rank: int, port: int) -> int:
-        """The neighbour on ``port`` (``2k``: +1 along k, ``2k+1``: -1 along k)."""
+        """Return the neighbour on ``port`` (``2k``: +1 along k, ``2k+1``: -1 along k)."""
         if not 0 <= port < self.nports:
             raise ValueError(f"port {port} out of range for a {self.ndims}-D torus")
         return self.shift(rank, port // 2, 1 if port % 2 == 0 else -1)
 
     @staticmethod
     def ring_distance(a: int, b: int, d: int) -> int:
+        """Hops between ``a`` and ``b`` on a ring of ``d``, the shorter way round."""
         x = (b - a) % d
         return min(x, d - x)
 
@@ -186,7 +192,7 @@ class Torus:
         )
 
     def port_towards(self, a: int, b: int) -> int | None:
-        """The port ``a`` leaves by on a minimal dimension-order route to ``b``.
+        """Return the port ``a`` leaves by on a minimal dimension-order route to ``b``.
 
         The first differing coordinate is fixed first; the shorter way round is
         taken, and a tie (distance exactly d/2) goes the ``+`` way.
