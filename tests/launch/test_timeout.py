@@ -25,7 +25,10 @@ PROGRAM = """
     try:
         swing_mpi.allreduce(comm, x, y, algorithm=algorithm, dims=dims)
     except TimeoutError as e:
-        print(f"rank {comm.rank} TimeoutError after {time.monotonic() - t0:.2f} s: {e}", flush=True)
+        line = f"rank {comm.rank} TimeoutError after {time.monotonic() - t0:.2f} s: {e}"
+        with open(f"timeout-rank{comm.rank}.txt", "w") as f:  # a file: the launcher may drop output on Abort
+            f.write(line + "\\n")
+        print(line, flush=True)
         comm.Abort(3)
     else:
         print(f"rank {comm.rank} returned without the missing rank", flush=True)
@@ -33,13 +36,14 @@ PROGRAM = """
 
 
 @pytest.mark.parametrize(("n", "algorithm", "dims"), [(2, "swing-lat", "2"), (4, "swing-bw", "2x2")])
-def test_a_missing_rank_raises_timeout_error_naming_it(launch, n, algorithm, dims):
+def test_a_missing_rank_raises_timeout_error_naming_it(launch, tmp_path, n, algorithm, dims):
     t0 = time.monotonic()
     r = launch(PROGRAM, n, algorithm, dims, env={"SWING_MPI_TIMEOUT": "2"}, timeout=100)
     elapsed = time.monotonic() - t0
     assert r.returncode != 0, r.stdout
     assert "returned without the missing rank" not in r.stdout, r.stdout
-    got = re.findall(r"rank (\d+) TimeoutError after ([\d.]+) s: (.*)", r.stdout)
+    reports = "".join(f.read_text() for f in sorted(tmp_path.glob("timeout-rank*.txt")))
+    got = re.findall(r"rank (\d+) TimeoutError after ([\d.]+) s: (.*)", reports)
     assert got, r.stdout
     for rank, seconds, message in got:
         assert rank != "1"
