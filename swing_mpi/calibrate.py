@@ -404,9 +404,10 @@ def report(tuning: Tuning, f: Fit, m: Measured, *, p: int, dims: tuple[int, ...]
     for net in NETWORKS:
         a, b, c0 = f.constants[net]
         lines.append(f"{net:>5}: alpha = {a * 1e6:.2f} us, beta = {b * 1e9:.4f} ns/B, per call {c0 * 1e6:.1f} us, "
-                     f"rms relative error {f.rms[net] * 100:.1f} %" + ("  <- kept" if net == f.network else ""))
+                     f"rms relative error {f.rms[net] * 100:.1f} %, its picks {math.exp(f.regret.get(net, 0.0)):.2f}x "
+                     f"the fastest (geometric mean)" + ("  <- kept" if net == f.network else ""))
     lines.append(f"network: {f.network} " + ("(forced by $SWING_MPI_NETWORK)" if f.forced else
-                                              "(the better fit)"))
+                                              "(its model picks best)"))
     nb = tuning.native_below_bytes
     lines.append("native_below_bytes = " + ("none" if nb is None else f"{nb} (model: MPI_Allreduce below "
                                                                      f"{format_size(nb)})"))

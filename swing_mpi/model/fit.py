@@ -6,8 +6,10 @@ Algorithm:
     linear in ``(c₀, α, β)`` with the coefficients of
     :mod:`swing_mpi.model.features`. It is solved by non-negative least
     squares on relative errors (every size weighs the same) once per network
-    kind; the kind with the smaller root-mean-square relative error is kept
-    unless one is forced. ``c₀`` is the same for every algorithm, so it plays
+    kind. The kind kept (unless one is forced) is the one whose model picks
+    best among the measured algorithms at the measured sizes
+    (:func:`pick_regret`), the smaller root-mean-square relative error
+    breaking ties. ``c₀`` is the same for every algorithm, so it plays
     no part in a choice; it is fitted so that it does not bias α.
 
 Restrictions:
@@ -19,11 +21,11 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .features import NETWORKS, coefficients
 
-__all__ = ["nnls", "Fit", "fit_constants"]
+__all__ = ["nnls", "Fit", "fit_constants", "pick_regret"]
 
 
 def nnls(rows: Sequence[Sequence[float]], y: Sequence[float]) -> tuple[list[float], float]:
@@ -63,6 +65,8 @@ class Fit:
     """Root-mean-square relative error per network kind."""
     network: str
     forced: bool = False
+    regret: dict[str, float] = field(default_factory=dict)
+    """Mean log(measured time of the model's pick / measured fastest) per network kind."""
 
     @property
     def alpha(self) -> float:
@@ -102,5 +106,33 @@ def fit_constants(points: Sequence[tuple[str, bool, int, float]], dims: tuple[in
         coef, rss = nnls(rows, y)
         constants[net] = (coef[0], coef[1], coef[2])
         rms[net] = math.sqrt(rss / len(rows))
-    kept = network or min(NETWORKS, key=lambda k: (rms[k], k))
-    return Fit(gamma, constants, rms, kept, forced=network is not None)
+    regret = {net: pick_regret(pts, dims, constants[net], gamma, net) for net in NETWORKS}
+    kept = network or min(NETWORKS, key=lambda k: (round(regret[k], 3), rms[k], k))
+    return Fit(gamma, constants, rms, kept, forced=network is not None, regret=regret)
+
+
+def pick_regret(points: Sequence[tuple[str, bool, int, float]], dims: tuple[int, ...],
+                constants: tuple[float, float, float], gamma: float, network: str) -> float:
+    """Return the mean log of (measured time of the model's pick / measured fastest) over the measured sizes.
+
+    What a network kind is for is choosing: the kind whose model picks the
+    measured fastest algorithm (or one close to it) at more sizes is the better
+    one, whatever its absolute error (a model can be off by a constant factor
+    everywhere and still rank the algorithms right).
+    """
+    alpha, beta, c0 = constants
+    groups: dict[tuple[bool, int], list[tuple[str, float]]] = {}
+    for alg, exact, n, t in points:
+        groups.setdefault((exact, n), []).append((alg, t))
+    logs = []
+    for (exact, n), rows in groups.items():
+        if len(rows) < 2:
+            continue
+
+        def modelled(alg: str, exact: bool = exact, n: int = n) -> float:
+            c = coefficients(alg, dims, exact=exact, network=network)
+            return c0 + alpha * c.steps + beta * n * c.moved + gamma * n * c.reduced
+
+        pick = min(rows, key=lambda r: (modelled(r[0]), r[0]))
+        logs.append(math.log(pick[1] / min(t for _, t in rows)))
+    return sum(logs) / len(logs) if logs else 0.0

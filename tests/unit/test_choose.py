@@ -466,3 +466,25 @@ def test_unmeasured_network_is_decided_by_the_calls_dims(clean_env):
     # on a declared torus the uncalibrated chooser uses all ports, not one
     pick = choose(12, (3, 4), 4 << 20 >> 3, 8, exact=False, commutative=True, tuning=DEFAULT_TUNING)
     assert pick != "swing-bw-1port" and pick in chooser.algorithm_names()
+
+
+LAB_3X4_ALGORITHMS = ("swing-bw", "swing-bw-1port", "swing-lat", "recdoub", "rabenseifner", "recdoub-mirrored",
+                      "ring", "bucket", "hamiltonian")
+LAB_3X4_US = {  # medians from `swing-mpi calibrate` in the 3x4 lab (40 Mbit/s links), float64 SUM; None: not measured
+    64 << 10: (6655.2, 7926.5, 66437.3, 25803.0, 15364.7, 29883.6, 23113.7, 7627.3, 13942.7),
+    256 << 10: (26199.0, 34134.5, 440082.7, 162303.6, 117657.3, 118010.2, 94424.2, 25535.7, 24656.2),
+    1 << 20: (77156.4, 176555.5, None, None, 633528.3, None, None, 104026.5, 96177.2),
+    4 << 20: (420989.0, 1282795.6, None, None, None, None, None, 403160.6, 383619.6),
+    16 << 20: (1898938.8, 6028281.4, None, None, None, None, None, 1922515.1, 1531689.4),
+}
+
+
+def test_network_kind_is_the_one_whose_model_picks_best():
+    """Measured on a 3x4 torus: the flat fit has the smaller error but would pick one port (3-4x slower)."""
+    from swing_mpi.model.fit import fit_constants
+
+    pts = [(a, False, n, t * 1e-6) for n, row in LAB_3X4_US.items()
+           for a, t in zip(LAB_3X4_ALGORITHMS, row) if t is not None]
+    f = fit_constants(pts, (3, 4), gamma=0.0874e-9)
+    assert f.rms["flat"] < f.rms["torus"]
+    assert f.network == "torus" and f.regret["torus"] < f.regret["flat"]
