@@ -23,6 +23,7 @@ from ..units import format_size, parse_size
 from .cost import (
     CONGESTION,
     DEFAULT_ALPHA,
+    PARTS,
     ModelResult,
     analyze,
     crossovers,
@@ -45,6 +46,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     rate.add_argument("--link-mbps", type=float, default=None, help="link rate in Mb/s (labs: 40)")
     parser.add_argument("--alpha-us", type=float, default=DEFAULT_ALPHA * 1e6,
                         help="per-step latency α in µs (default 1.5)")
+    parser.add_argument("--collective", choices=PARTS, default="allreduce",
+                        help="the allreduce, or one of its halves as its own collective (algorithms that have it)")
     parser.add_argument("--size", default=None, help="predict one vector size, e.g. 4MiB, 32B, 1GiB")
     parser.add_argument("--congestion", choices=CONGESTION, default="routed",
                         help="busiest-link load: routed (every message routed, default) or distance "
@@ -110,13 +113,16 @@ def run(args: argparse.Namespace) -> int:
     alpha = args.alpha_us * 1e-6
     kw = dict(alpha=alpha, link_bytes_per_s=rate, congestion=args.congestion)
     results: list[ModelResult] = []
-    for name in _algorithms(args.algorithm):
+    names = _algorithms(args.algorithm)
+    if args.collective != "allreduce" and not args.algorithm:
+        names = [n for n in names if args.collective in ALGORITHMS[n].collectives]
+    for name in names:
         if name not in ALGORITHMS:
             print(f"swing-mpi model: unknown algorithm {name!r}; known: {', '.join(ALGORITHMS)}",
                   file=sys.stderr)
             return 2
         try:
-            results.append(analyze(name, dims, symmetry=args.symmetry))
+            results.append(analyze(name, dims, symmetry=args.symmetry, part=args.collective))
         except Exception as e:  # one algorithm that cannot run on these dims does not stop the rest
             print(f"swing-mpi model: skipping {name} on {'x'.join(map(str, dims))}: {e}", file=sys.stderr)
     if not results:
@@ -132,15 +138,16 @@ def run(args: argparse.Namespace) -> int:
         for r in results:
             obj = r.to_dict()
             obj.update({"alpha": alpha, "link_bytes_per_s": rate, "congestion": args.congestion,
-                        "peak_goodput_bytes_per_s": D * rate,
+                        "peak_goodput_bytes_per_s": D * rate * (1 if args.collective == "allreduce" else 2),
                         "ceiling": r.ceiling(args.congestion)})
             if size is not None:
                 obj.update({"size": size, "time_s": r.time(size, **kw), "goodput_bytes_per_s": r.goodput(size, **kw)})
             obj["crossovers"] = cj
             print(json.dumps(obj))
     else:
-        print(f"model: {'x'.join(map(str, dims))} torus, p = {p}, D = {D}; links {_rate_text(rate)} "
-              f"(peak allreduce goodput {_rate_text(D * rate)}); α = {args.alpha_us:g} µs; "
+        peak = D * rate * (1 if args.collective == "allreduce" else 2)
+        print(f"model: {args.collective} on a {'x'.join(map(str, dims))} torus, p = {p}, D = {D}; links "
+              f"{_rate_text(rate)} (peak {args.collective} goodput {_rate_text(peak)}); α = {args.alpha_us:g} µs; "
               f"time uses {args.congestion} congestion")
         head = f"{'algorithm':<18}{'steps':>7}{'Λ':>9}{'Ψ':>8}{'Ξ dist':>8}{'Ξ routed':>9}{'ceiling':>9}"
         if size is not None:

@@ -33,12 +33,12 @@ from __future__ import annotations
 import math
 import time as _time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
 from ..schedule import ALGORITHMS, build_schedule
-from ..schedule.base import Schedule
+from ..schedule.base import COPY, REDUCE, Schedule
 from ..topology import Torus, parse_dims
 from ..units import format_size, parse_size
 from .routing import StepLoad, collect_traffic, default_count, step_loads
@@ -46,7 +46,7 @@ from .routing import StepLoad, collect_traffic, default_count, step_loads
 __all__ = [
     "ModelResult", "StepCost", "analyze", "analyze_schedules", "predict_time", "predict_goodput",
     "default_sizes", "parse_size", "format_size", "crossovers", "figure1", "rectangular_penalty",
-    "eq3_penalty", "CONGESTION", "PAPER_TABLE2", "DEFAULT_ALPHA", "DEFAULT_LINK_BYTES_PER_S",
+    "eq3_penalty", "CONGESTION", "PAPER_TABLE2", "DEFAULT_ALPHA", "DEFAULT_LINK_BYTES_PER_S", "PARTS", "part_of",
 ]
 
 CONGESTION = ("routed", "distance")
@@ -60,6 +60,35 @@ PAPER_TABLE2 = {
     "swing-bw": {2: 1.19, 3: 1.03, 4: 1.008},
     "rabenseifner": {2: 1.5, 3: 1.17, 4: 1.07},
 }
+
+
+PARTS = ("allreduce", "reduce_scatter", "allgather")
+"""Which transfers of an allreduce schedule are priced: all, or one half (its own collective)."""
+
+
+def _keep(action: str, part: str) -> bool:
+    if part == "reduce_scatter":
+        return action == REDUCE
+    if part == "allgather":
+        return action == COPY
+    return True
+
+
+def part_of(s: Schedule, part: str) -> Schedule:
+    """Keep only the transfers of ``part`` of an allreduce schedule (steps kept, so indices still match).
+
+    The reduce-scatter half is the transfers that reduce, the all-gather half
+    those that copy: for the bandwidth-optimal schedules these are the two
+    collectives on their own (:mod:`swing_mpi.schedule.halves`).
+    """
+    if part not in PARTS:
+        raise ValueError(f"part must be one of {', '.join(PARTS)}, got {part!r}")
+    if part == "allreduce":
+        return s
+    lanes = tuple(tuple(replace(st, transfers=tuple(t for t in st.transfers if _keep(t.action, part)),
+                                combine=st.combine and part == "reduce_scatter")
+                        for st in lane) for lane in s.lanes)
+    return replace(s, lanes=lanes)
 
 
 StepCost = StepLoad
@@ -82,6 +111,13 @@ class ModelResult:
     count: int
     seconds: float
     meta: dict[str, object] = field(default_factory=dict, compare=False)
+    part: str = "allreduce"
+    """``allreduce``, or the half priced alone (``reduce_scatter``, ``allgather``): a half's
+    minimum is half an allreduce's bytes, so Ψ, Ξ and the ceiling are taken against that."""
+
+    @property
+    def _share(self) -> float:
+        return 1.0 if self.part == "allreduce" else 0.5
 
     # -- sizes -------------------------------------------------------------
     @property
@@ -120,7 +156,7 @@ class ModelResult:
         """``Ψ``: bytes through the busiest port over ``(n/D)·(p−1)/p``."""
         if self.p <= 1:
             return 0.0
-        return self.port_bytes / ((1.0 / self.D) * (self.p - 1) / self.p)
+        return self.port_bytes / self._share / ((1.0 / self.D) * (self.p - 1) / self.p)
 
     def load(self, congestion: str = "routed") -> float:
         """``Σ_k load_k / n``: the bandwidth term is ``β·n·load``."""
@@ -131,7 +167,7 @@ class ModelResult:
         """``Ξ``: the bandwidth term over ``(n/D)·Ψ``, routed or by the distance proxy."""
         if self.Psi == 0:
             return 0.0
-        return self.load(congestion) / (self.Psi / self.D)
+        return self.load(congestion) / self._share / (self.Psi / self.D)
 
     @property
     def Xi_distance(self) -> float:  # noqa: N802 (the paper's symbol)
@@ -144,8 +180,11 @@ class ModelResult:
         return self.Xi("routed")
 
     def ceiling(self, congestion: str = "routed") -> float:
-        """Large-vector goodput as a fraction of the peak ``D × link rate``: ``1/(Ψ·Ξ)``."""
-        ld = self.load(congestion)
+        """Large-vector goodput as a fraction of the peak (``D × link rate`` for allreduce, twice that for a half).
+
+        That is ``1/(Ψ·Ξ)``.
+        """
+        ld = self.load(congestion) / self._share
         return 1.0 / (self.D * ld) if ld else float("inf")
 
     # -- time -----------------------------------------------------------------
@@ -167,6 +206,7 @@ class ModelResult:
         """Return the factors and ceilings as a flat dict (for JSON)."""
         return {
             "algorithm": self.algorithm,
+            "collective": self.part,
             "dims": "x".join(map(str, self.dims)),
             "p": self.p,
             "D": self.D,
@@ -218,21 +258,32 @@ def _scale(s: StepLoad, count: int) -> StepLoad:
 
 
 @lru_cache(maxsize=256)
-def _analyze(algorithm: str, dims: tuple[int, ...], symmetry: str, count: int | None) -> ModelResult:
+def _analyze(algorithm: str, dims: tuple[int, ...], symmetry: str, count: int | None, part: str) -> ModelResult:
     if algorithm not in ALGORITHMS:
         known = ", ".join(sorted(ALGORITHMS))
         raise ValueError(f"unknown algorithm {algorithm!r}; known: {known}")
     c = default_count(dims) if count is None else count
 
+    if part != "allreduce" and part not in ALGORITHMS[algorithm].collectives:
+        raise ValueError(f"{algorithm} has no {part} half")
+
     def get(rank: int) -> Schedule:
-        return build_schedule(algorithm, dims, rank, c)
+        return part_of(build_schedule(algorithm, dims, rank, c), part)
 
-    return analyze_schedules(get, dims, name=algorithm, count=c, symmetry=symmetry)
+    res = analyze_schedules(get, dims, name=algorithm, count=c, symmetry=symmetry)
+    return replace(res, part=part)
 
 
-def analyze(algorithm: str, dims, *, symmetry: str = "auto", count: int | None = None) -> ModelResult:
-    """Λ, Ψ, Ξ (both ways) and step loads of a registered algorithm on ``dims`` (cached)."""
-    return _analyze(algorithm, parse_dims(dims), symmetry, count)
+def analyze(algorithm: str, dims, *, symmetry: str = "auto", count: int | None = None,
+            part: str = "allreduce") -> ModelResult:
+    """Λ, Ψ, Ξ (both ways) and step loads of a registered algorithm on ``dims`` (cached).
+
+    ``part``: the whole allreduce, or one of its halves priced as its own collective
+    (``reduce_scatter``, ``allgather``; :data:`PARTS`).
+    """
+    if part not in PARTS:
+        raise ValueError(f"part must be one of {', '.join(PARTS)}, got {part!r}")
+    return _analyze(algorithm, parse_dims(dims), symmetry, count, part)
 
 
 def predict_time(algorithm: str, dims, nbytes: float, *, alpha: float = DEFAULT_ALPHA,

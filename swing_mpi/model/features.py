@@ -60,13 +60,13 @@ import hashlib
 import json
 import math
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
 from ..schedule import ALGORITHMS, build_schedule
-from ..schedule.base import COPY, REDUCE, Schedule
-from .cost import analyze_schedules
+from ..schedule.base import REDUCE, Schedule
+from .cost import PARTS, analyze_schedules, part_of
 from .routing import default_count
 
 __all__ = ["NETWORKS", "PARTS", "Coefficients", "coefficients", "lower_bound", "probe_counts", "ProbeCounts",
@@ -76,9 +76,6 @@ CACHE_ENV = "SWING_MPI_MODEL_CACHE"
 
 NETWORKS = ("torus", "flat")
 """Network kinds the model knows: links shared between messages (``torus``) or not (``flat``)."""
-PARTS = ("allreduce", "reduce_scatter", "allgather")
-"""Which transfers of an allreduce schedule are priced."""
-
 
 @dataclass(frozen=True)
 class Coefficients:
@@ -124,24 +121,6 @@ def _check(algorithm: str, dims: tuple[int, ...], network: str, part: str) -> No
         raise ValueError(f"part must be one of {', '.join(PARTS)}, got {part!r}")
     if not dims or any(int(d) < 1 for d in dims):
         raise ValueError(f"bad torus dims {dims!r}")
-
-
-def _keep(action: str, part: str) -> bool:
-    if part == "reduce_scatter":
-        return action == REDUCE
-    if part == "allgather":
-        return action == COPY
-    return True
-
-
-def _part_of(s: Schedule, part: str) -> Schedule:
-    """Keep only the transfers of ``part`` (steps kept, so step indices still match)."""
-    if part == "allreduce":
-        return s
-    lanes = tuple(tuple(replace(st, transfers=tuple(t for t in st.transfers if _keep(t.action, part)),
-                                combine=st.combine and part == "reduce_scatter")
-                        for st in lane) for lane in s.lanes)
-    return replace(s, lanes=lanes)
 
 
 def _reference_count(dims: tuple[int, ...]) -> int:
@@ -242,7 +221,7 @@ def probe_counts(algorithm: str, dims: tuple[int, ...], exact: bool, part: str =
     if got is not None:
         return ProbeCounts(int(got[0]), int(got[1]), float(got[2]), float(got[3]), float(got[4]))
     count = _reference_count(dims)
-    scheds = [_part_of(build_schedule(algorithm, dims, r, count, exact=exact), part) for r in (0, p - 1)]
+    scheds = [part_of(build_schedule(algorithm, dims, r, count, exact=exact), part) for r in (0, p - 1)]
     steps = lane_steps = 0
     all_lanes = largest = reduced = 0
     for k in range(max(s.nsteps for s in scheds)):
@@ -289,7 +268,7 @@ def _routed(algorithm: str, dims: tuple[int, ...], exact: bool, part: str) -> tu
     count = _reference_count(dims)
 
     def get(rank: int) -> Schedule:
-        return _part_of(build_schedule(algorithm, dims, rank, count, exact=exact), part)
+        return part_of(build_schedule(algorithm, dims, rank, count, exact=exact), part)
 
     res = analyze_schedules(get, dims, name=algorithm, count=count)
     _store(key, [res.K, res.load("routed")])

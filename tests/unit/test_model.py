@@ -388,3 +388,23 @@ def test_cli_plots(tmp_path, capsys):
         fig = tmp_path / "f1.png"
         rc, _ = _cli(["--dims", "4x4", "-a", "swing-bw", "--figure1", str(fig)], capsys)
         assert rc == 0 and fig.stat().st_size > 0
+
+
+@pytest.mark.parametrize("dims", [(4, 4), (3, 4), (8,)])
+@pytest.mark.parametrize("algorithm", ["swing-bw", "bucket", "ring"])
+def test_halves_priced_as_their_own_collectives(algorithm, dims):
+    """Each half of a bandwidth-optimal allreduce is half its bytes: same Ψ, Ξ and ceiling against a half's peak."""
+    whole = analyze(algorithm, dims)
+    rs, ag = analyze(algorithm, dims, part="reduce_scatter"), analyze(algorithm, dims, part="allgather")
+    for half in (rs, ag):
+        assert half.load() == pytest.approx(whole.load() / 2, rel=1e-9)
+        assert half.Psi == pytest.approx(whole.Psi) and half.ceiling() == pytest.approx(whole.ceiling())
+        assert half.time(4 << 20) < whole.time(4 << 20)
+    assert rs.K + ag.K == whole.K
+
+
+def test_a_half_the_algorithm_does_not_have_is_an_error():
+    with pytest.raises(ValueError, match="no reduce_scatter half"):
+        analyze("swing-lat", (4, 4), part="reduce_scatter")
+    with pytest.raises(ValueError, match="part must be one of"):
+        analyze("swing-bw", (4, 4), part="scan")
