@@ -37,7 +37,7 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
-from ..schedule import ALGORITHMS, build_schedule
+from ..schedule import ALGORITHMS, HALVES, build_schedule
 from ..schedule.base import COPY, REDUCE, Schedule
 from ..topology import Torus, parse_dims
 from ..units import format_size, parse_size
@@ -62,7 +62,7 @@ PAPER_TABLE2 = {
 }
 
 
-PARTS = ("allreduce", "reduce_scatter", "allgather")
+PARTS = HALVES
 """Which transfers of an allreduce schedule are priced: all, or one half (its own collective)."""
 
 

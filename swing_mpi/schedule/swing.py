@@ -121,23 +121,10 @@ def lane_plan(dims: Sequence[int], start_dim: int) -> list[tuple[int, int]]:
     """``(dimension, in-dimension step)`` for each step of a lane.
 
     Starts in ``start_dim`` and after each step moves cyclically to the next
-    dimension that still has steps left (exhausted dimensions are skipped).
+    dimension that still has steps left (exhausted dimensions are skipped):
+    :func:`~.dimwise.interleave` of ``⌈log2 d⌉`` steps per side.
     """
-    left = _steps_per_dim(dims)
-    done = [0] * len(dims)
-    out: list[tuple[int, int]] = []
-    k = start_dim
-    D = len(dims)
-    while any(left):
-        for i in range(D):
-            kk = (k + i) % D
-            if left[kk]:
-                break
-        out.append((kk, done[kk]))
-        done[kk] += 1
-        left[kk] -= 1
-        k = (kk + 1) % D
-    return out
+    return interleave(_steps_per_dim(dims), start_dim)
 
 
 @lru_cache(maxsize=256)
