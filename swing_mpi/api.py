@@ -283,7 +283,7 @@ class Intracomm(MPI.Intracomm):
 
     - ``algorithm``: as for :func:`allreduce` (the same name for every collective).
     - ``dims``: torus dims.
-    - ``check``: compare every allreduce's arguments across ranks first
+    - ``check``: compare every collective's arguments across ranks first
       (:mod:`swing_mpi.guard`; default ``$SWING_MPI_CHECK``).
     - ``coords``: this rank's torus coordinates, when rank numbers do not
       follow the wiring (collective: gathered and checked to be a permutation
@@ -328,7 +328,8 @@ class Intracomm(MPI.Intracomm):
     def _opts(self, collective: str = "allreduce") -> dict[str, Any]:
         """Return the options for ``collective``: an algorithm that lacks it leaves the choice to ``auto``."""
         alg = self._swing_algorithm
-        return {"algorithm": alg if collectives.supports(alg, collective) else None, "dims": self._swing_dims}
+        return {"algorithm": alg if collectives.supports(alg, collective) else None, "dims": self._swing_dims,
+                "check": self._swing_check}
 
     def Allreduce(self, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.SUM) -> None:  # noqa: N802
         """Do :func:`swing_mpi.allreduce` with this communicator's options."""
@@ -343,7 +344,7 @@ class Intracomm(MPI.Intracomm):
     def Allreduce_init(self, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.SUM,  # noqa: N802
                        info: Any = None) -> Any:
         """Set up :func:`swing_mpi.allreduce_init` with this communicator's options."""
-        return allreduce_init(self, sendbuf, recvbuf, op, **self._opts(), check=self._swing_check)
+        return allreduce_init(self, sendbuf, recvbuf, op, **self._opts())
 
     def Reduce_scatter_block(self, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.SUM) -> None:  # noqa: N802
         """Do :func:`swing_mpi.reduce_scatter_block` with this communicator's options."""

@@ -16,8 +16,11 @@ block in their schedule's order). Device buffers go to the MPI library too.
 
 Bad input raises ``TypeError``/``ValueError`` on the calling rank before any
 communication (a ``recvcounts=None`` reduce-scatter first gathers the counts,
-as mpi4py does). What only other ranks could see (different counts or ops on
-different ranks) is erroneous in MPI and not checked.
+as mpi4py does, and a rank whose arguments fail then makes every rank raise).
+What only other ranks could see (different counts, ops or algorithms on
+different ranks) is erroneous in MPI; ``check=True`` (or ``$SWING_MPI_CHECK``)
+compares it across ranks first and raises
+:class:`~swing_mpi.guard.CollectiveMismatchError` on every rank.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import numpy as np
 from mpi4py import MPI
 
 from . import choose as chooser
+from . import guard
 from .buffers import BufferSpec, DeviceBuffer, check_comm_op, check_same_datatype, is_in_place, parse_buffer
 from .opfacts import is_exact
 from .request import Request
@@ -41,6 +45,11 @@ __all__ = ["reduce_scatter_block", "ireduce_scatter_block", "reduce_scatter_bloc
            "allgather", "iallgather", "allgather_init", "supports"]
 
 BLOCKING, NONBLOCKING, PERSISTENT = "blocking", "nonblocking", "persistent"
+
+
+def _checking(check: bool | None) -> bool:
+    """Whether a call compares its arguments across ranks (``check``, default ``$SWING_MPI_CHECK``)."""
+    return guard.CHECK_DEFAULT if check is None else bool(check)
 
 
 def supports(algorithm: str | None, collective: str) -> bool:
@@ -117,10 +126,13 @@ def _no_overlap(send: BufferSpec, recv: BufferSpec, what: str) -> None:
 
 def _go(comm: MPI.Intracomm, collective: str, name: str, dims_t: tuple[int, ...], counts: list[int],
         datatype: MPI.Datatype, op: MPI.Op, work: np.ndarray | None, source: np.ndarray | None,
-        before: Callable[[], None] | None, out: Callable[[np.ndarray], None] | None, mode: str) -> Any:
+        before: Callable[[], None] | None, out: np.ndarray | None, mode: str, *, stage: bool = False) -> Any:
     """Run (or start) the half ``collective`` of ``name`` on the vector ``work`` (``None``: a work vector of ours).
 
-    ``before`` runs before the schedule, ``out(work)`` after it.
+    ``before`` runs before the schedule; ``out`` (bytes) receives this rank's block of the result
+    (a reduce-scatter's receive buffer; the plan writes its last reductions straight into it).
+    ``stage``: copy ``source`` into the work vector first (it overlaps ``out``: an in-place call);
+    otherwise the plan reads ``source`` where it first needs it.
     """
     st = comm_state(comm, getattr(comm, "swing_placement", None))
     half = REDUCE_SCATTER if collective == "reduce_scatter" else ALL_GATHER
@@ -135,25 +147,17 @@ def _go(comm: MPI.Intracomm, collective: str, name: str, dims_t: tuple[int, ...]
         plan = st.plan(key, lambda: build_half(name, dims_t, st.rank, blocks, half=half), datatype, op)
     if work is None:
         work = st.vector(key, total * ext)
+    if stage and source is not None:
+        before = _move(work, source)
+        source = None
     if mode != BLOCKING:
-        w = work
-        after = None if out is None else (lambda: out(w))
-        return Request(st, plan, work, source, persistent=mode == PERSISTENT, before=before, after=after)
+        return Request(st, plan, work, source, persistent=mode == PERSISTENT, before=before, out=out)
     seq = st.next_seq()
     if before is not None:
         before()
     if plan is not None:
-        plan.run(work, source, seq=seq)
-    if out is not None:
-        out(work)
+        plan.run(work, source, seq=seq, out=out)
     return None
-
-
-def _copy_block(dst: np.ndarray, lo: int) -> Callable[[np.ndarray], None]:
-    """Return ``out(work)`` copying this rank's block (at byte ``lo`` of the work vector) to ``dst``."""
-    def out(work: np.ndarray) -> None:
-        dst[...] = work[lo:lo + len(dst)]
-    return out
 
 
 def _move(dst: np.ndarray, src: np.ndarray) -> Callable[[], None]:
@@ -164,16 +168,19 @@ def _move(dst: np.ndarray, src: np.ndarray) -> Callable[[], None]:
 
 # -- reduce-scatter ---------------------------------------------------------------------------
 
-def _reduce_scatter(comm: Any, sendbuf: Any, recvbuf: Any, recvcounts: Any, op: Any, algorithm: str | None,
-                    dims: Any, mode: str, *, block: bool) -> Any:
+def _rs_validate(comm: Any, sendbuf: Any, recvbuf: Any, recvcounts: Any, op: Any,
+                 block: bool) -> tuple[BufferSpec | None, BufferSpec, list[int]]:
+    """Check a reduce-scatter's arguments on this rank; return (send, recv, counts).
+
+    Raises :class:`DeviceBuffer` for buffers only the MPI library can reduce. With
+    ``recvcounts=None`` the counts are gathered (collective) before any local error is raised, so an
+    error on one rank reaches every rank instead of leaving the others waiting.
+    """
     check_comm_op(comm, op)
     p, rank = comm.Get_size(), comm.Get_rank()
     what = "reduce_scatter_block" if block else "reduce_scatter"
-    try:
-        recv = parse_buffer(recvbuf, writable=True, where="recvbuf")
-        send = None if is_in_place(sendbuf) else parse_buffer(sendbuf, writable=False, where="sendbuf")
-    except DeviceBuffer:
-        return _native_rs(comm, sendbuf, recvbuf, recvcounts, op, mode, block)
+    recv = parse_buffer(recvbuf, writable=True, where="recvbuf")
+    send = None if is_in_place(sendbuf) else parse_buffer(sendbuf, writable=False, where="sendbuf")
     if block:
         if send is None:
             if recv.count % p:
@@ -185,14 +192,32 @@ def _reduce_scatter(comm: Any, sendbuf: Any, recvbuf: Any, recvcounts: Any, op: 
                 raise ValueError(f"{what}: sendbuf has {send.count} elements, expected {p} x {n} "
                                  f"(recvbuf's count times the ranks)")
         counts = [n] * p
-    else:
-        if recvcounts is None:
-            if send is None:
-                raise ValueError(f"in-place {what} needs recvcounts")
-            check_same_datatype(send, recv)
-            counts = [int(c) for c in comm.allgather(recv.count)]
+    elif recvcounts is None:
+        problem: Exception | None = None
+        if send is None:
+            problem = ValueError(f"in-place {what} needs recvcounts")
         else:
-            counts = _check_counts(recvcounts, p)
+            try:
+                check_same_datatype(send, recv)
+            except (TypeError, ValueError) as e:
+                problem = e
+        got = comm.allgather(None if problem is not None or send is None else (recv.count, send.count))
+        if problem is not None:
+            raise problem
+        if None in got:
+            bad = [r for r, c in enumerate(got) if c is None]
+            raise ValueError(f"{what}: rank(s) {bad} rejected their arguments; no data moved")
+        counts = [int(c) for c, _ in got]
+        total = sum(counts)
+        wrong = [r for r, (_, sc) in enumerate(got) if sc != total]
+        if rank in wrong:
+            raise ValueError(f"{what}: sendbuf has {got[rank][1]} elements, sum(recvcounts) is {total}")
+        if wrong:  # every rank sees every sendbuf's length: all raise, none waits
+            raise ValueError(f"{what}: the sendbuf of rank(s) {wrong} does not hold sum(recvcounts) = {total} "
+                             f"elements; no data moved")
+    else:
+        counts = _check_counts(recvcounts, p)
+    if not block:
         total = sum(counts)
         if send is None:
             if recv.count < total:
@@ -207,18 +232,38 @@ def _reduce_scatter(comm: Any, sendbuf: Any, recvbuf: Any, recvcounts: Any, op: 
     if send is not None:
         check_same_datatype(send, recv)
         _no_overlap(send, recv, what)
-    total = sum(counts)
-    name, dims_t = _resolve(comm, "reduce_scatter", algorithm, dims, total * recv.extent, op, recv.datatype)
+    return send, recv, counts
+
+
+def _reduce_scatter(comm: Any, sendbuf: Any, recvbuf: Any, recvcounts: Any, op: Any, algorithm: str | None,
+                    dims: Any, mode: str, *, block: bool, check: bool | None) -> Any:
+    operation = "reduce_scatter_block" if block else "reduce_scatter"
+
+    def resolve(v: tuple[BufferSpec | None, BufferSpec, list[int]]) -> tuple[str, tuple[int, ...]]:
+        _, recv, counts = v
+        return _resolve(comm, "reduce_scatter", algorithm, dims, sum(counts) * recv.extent, op, recv.datatype)
+
+    try:
+        if _checking(check):
+            (send, recv, counts), name, dims_t = guard.checked(
+                comm, lambda: _rs_validate(comm, sendbuf, recvbuf, recvcounts, op, block), resolve,
+                lambda v: {"count": sum(v[2]), "datatype": v[1].datatype, "counts": v[2]}, op, operation=operation)
+        else:
+            send, recv, counts = _rs_validate(comm, sendbuf, recvbuf, recvcounts, op, block)
+            name, dims_t = resolve((send, recv, counts))
+    except DeviceBuffer:
+        return _native_rs(comm, sendbuf, recvbuf, recvcounts, op, mode, block)
     if name == NATIVE:
         return _native_rs(comm, sendbuf, recvbuf, counts if not block else None, op, mode, block)
+    rank = comm.Get_rank()
+    total = sum(counts)
     ext = recv.extent
-    lo = sum(counts[:rank]) * ext
     mine = counts[rank] * ext
     # in place too, a work vector of ours: MPI libraries leave the receive buffer beyond the
     # result as it was (mpi4py's tests check it), so the schedule cannot run in it
     source = recv.data[:total * ext] if send is None else send.data
     return _go(comm, "reduce_scatter", name, dims_t, counts, recv.datatype, op, None, source, None,
-               _copy_block(recv.data[:mine], lo) if mine else None, mode)
+               recv.data[:mine] if mine else None, mode, stage=send is None)
 
 
 def _native_rs(comm: Any, sendbuf: Any, recvbuf: Any, counts: Any, op: MPI.Op, mode: str, block: bool) -> Any:
@@ -234,7 +279,7 @@ def _native_rs(comm: Any, sendbuf: Any, recvbuf: Any, counts: Any, op: MPI.Op, m
 
 
 def reduce_scatter_block(comm: MPI.Intracomm, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.SUM, *,
-                         algorithm: str | None = None, dims: Any = None) -> None:
+                         algorithm: str | None = None, dims: Any = None, check: bool | None = None) -> None:
     """Do ``comm.Reduce_scatter_block(sendbuf, recvbuf, op)`` on a reduce-scatter schedule of ours.
 
     Args:
@@ -245,24 +290,27 @@ def reduce_scatter_block(comm: MPI.Intracomm, sendbuf: Any, recvbuf: Any, op: MP
         op: any ``MPI.Op``; non-commutative ones run the MPI library's collective.
         algorithm, dims: as for :func:`swing_mpi.allreduce`; the algorithm must
             be one the registry marks for ``reduce_scatter``.
+        check: compare the arguments (counts, datatype, op, algorithm, dims)
+            across ranks first (:mod:`swing_mpi.guard`; default ``$SWING_MPI_CHECK``).
     """
-    _reduce_scatter(comm, sendbuf, recvbuf, None, op, algorithm, dims, BLOCKING, block=True)
+    _reduce_scatter(comm, sendbuf, recvbuf, None, op, algorithm, dims, BLOCKING, block=True, check=check)
 
 
 def ireduce_scatter_block(comm: MPI.Intracomm, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.SUM, *,
-                          algorithm: str | None = None, dims: Any = None) -> Any:
+                          algorithm: str | None = None, dims: Any = None, check: bool | None = None) -> Any:
     """Start a nonblocking :func:`reduce_scatter_block`; return its request."""
-    return _reduce_scatter(comm, sendbuf, recvbuf, None, op, algorithm, dims, NONBLOCKING, block=True)
+    return _reduce_scatter(comm, sendbuf, recvbuf, None, op, algorithm, dims, NONBLOCKING, block=True, check=check)
 
 
 def reduce_scatter_block_init(comm: MPI.Intracomm, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.SUM, *,
-                              algorithm: str | None = None, dims: Any = None) -> Any:
+                              algorithm: str | None = None, dims: Any = None, check: bool | None = None) -> Any:
     """Set up a persistent :func:`reduce_scatter_block` (``Start``/``Wait``); buffers are bound now."""
-    return _reduce_scatter(comm, sendbuf, recvbuf, None, op, algorithm, dims, PERSISTENT, block=True)
+    return _reduce_scatter(comm, sendbuf, recvbuf, None, op, algorithm, dims, PERSISTENT, block=True, check=check)
 
 
 def reduce_scatter(comm: MPI.Intracomm, sendbuf: Any, recvbuf: Any, recvcounts: Any = None,
-                   op: MPI.Op = MPI.SUM, *, algorithm: str | None = None, dims: Any = None) -> None:
+                   op: MPI.Op = MPI.SUM, *, algorithm: str | None = None, dims: Any = None,
+                   check: bool | None = None) -> None:
     """Do ``comm.Reduce_scatter(sendbuf, recvbuf, recvcounts, op)`` on a reduce-scatter schedule of ours.
 
     Args:
@@ -274,33 +322,35 @@ def reduce_scatter(comm: MPI.Intracomm, sendbuf: Any, recvbuf: Any, recvcounts: 
         recvcounts: elements of each rank's block, in rank order (zeros
             allowed); ``None``: each rank's ``recvbuf`` count, gathered
             (not in place).
-        op, algorithm, dims: as for :func:`reduce_scatter_block`.
+        op, algorithm, dims, check: as for :func:`reduce_scatter_block`.
     """
-    _reduce_scatter(comm, sendbuf, recvbuf, recvcounts, op, algorithm, dims, BLOCKING, block=False)
+    _reduce_scatter(comm, sendbuf, recvbuf, recvcounts, op, algorithm, dims, BLOCKING, block=False, check=check)
 
 
 def ireduce_scatter(comm: MPI.Intracomm, sendbuf: Any, recvbuf: Any, recvcounts: Any = None,
-                    op: MPI.Op = MPI.SUM, *, algorithm: str | None = None, dims: Any = None) -> Any:
+                    op: MPI.Op = MPI.SUM, *, algorithm: str | None = None, dims: Any = None,
+                    check: bool | None = None) -> Any:
     """Start a nonblocking :func:`reduce_scatter`; return its request."""
-    return _reduce_scatter(comm, sendbuf, recvbuf, recvcounts, op, algorithm, dims, NONBLOCKING, block=False)
+    return _reduce_scatter(comm, sendbuf, recvbuf, recvcounts, op, algorithm, dims, NONBLOCKING, block=False,
+                           check=check)
 
 
 def reduce_scatter_init(comm: MPI.Intracomm, sendbuf: Any, recvbuf: Any, recvcounts: Any = None,
-                        op: MPI.Op = MPI.SUM, *, algorithm: str | None = None, dims: Any = None) -> Any:
+                        op: MPI.Op = MPI.SUM, *, algorithm: str | None = None, dims: Any = None,
+                        check: bool | None = None) -> Any:
     """Set up a persistent :func:`reduce_scatter` (``Start``/``Wait``); buffers are bound now."""
-    return _reduce_scatter(comm, sendbuf, recvbuf, recvcounts, op, algorithm, dims, PERSISTENT, block=False)
+    return _reduce_scatter(comm, sendbuf, recvbuf, recvcounts, op, algorithm, dims, PERSISTENT, block=False,
+                           check=check)
 
 
 # -- all-gather -------------------------------------------------------------------------------
 
-def _allgather(comm: Any, sendbuf: Any, recvbuf: Any, algorithm: str | None, dims: Any, mode: str) -> Any:
+def _ag_validate(comm: Any, sendbuf: Any, recvbuf: Any) -> tuple[BufferSpec | None, BufferSpec, int]:
+    """Check an all-gather's arguments on this rank; return (send, recv, block count)."""
     check_comm_op(comm)
-    p, rank = comm.Get_size(), comm.Get_rank()
-    try:
-        recv = parse_buffer(recvbuf, writable=True, where="recvbuf")
-        send = None if is_in_place(sendbuf) else parse_buffer(sendbuf, writable=False, where="sendbuf")
-    except DeviceBuffer:
-        return _native_ag(comm, sendbuf, recvbuf, mode)
+    p = comm.Get_size()
+    recv = parse_buffer(recvbuf, writable=True, where="recvbuf")
+    send = None if is_in_place(sendbuf) else parse_buffer(sendbuf, writable=False, where="sendbuf")
     if send is None:
         if recv.count % p:
             raise ValueError(f"in-place allgather: recvbuf has {recv.count} elements, not a multiple of {p} ranks")
@@ -312,9 +362,29 @@ def _allgather(comm: Any, sendbuf: Any, recvbuf: Any, algorithm: str | None, dim
             raise ValueError(f"allgather: recvbuf has {recv.count} elements, needs {p} x {n} "
                              f"(sendbuf's count times the ranks)")
         _no_overlap(send, recv, "allgather")
-    name, dims_t = _resolve(comm, "allgather", algorithm, dims, n * p * recv.extent, None, recv.datatype)
+    return send, recv, n
+
+
+def _allgather(comm: Any, sendbuf: Any, recvbuf: Any, algorithm: str | None, dims: Any, mode: str,
+               check: bool | None) -> Any:
+    def resolve(v: tuple[BufferSpec | None, BufferSpec, int]) -> tuple[str, tuple[int, ...]]:
+        _, recv, n = v
+        return _resolve(comm, "allgather", algorithm, dims, n * comm.Get_size() * recv.extent, None,
+                        recv.datatype)
+
+    try:
+        if _checking(check):
+            (send, recv, n), name, dims_t = guard.checked(
+                comm, lambda: _ag_validate(comm, sendbuf, recvbuf), resolve,
+                lambda v: {"count": v[2], "datatype": v[1].datatype}, MPI.REPLACE, operation="allgather")
+        else:
+            send, recv, n = _ag_validate(comm, sendbuf, recvbuf)
+            name, dims_t = resolve((send, recv, n))
+    except DeviceBuffer:
+        return _native_ag(comm, sendbuf, recvbuf, mode)
     if name == NATIVE:
         return _native_ag(comm, sendbuf, recvbuf, mode)
+    p, rank = comm.Get_size(), comm.Get_rank()
     ext = recv.extent
     work = recv.data[:n * p * ext]
     before = None
@@ -332,7 +402,7 @@ def _native_ag(comm: Any, sendbuf: Any, recvbuf: Any, mode: str) -> Any:
 
 
 def allgather(comm: MPI.Intracomm, sendbuf: Any, recvbuf: Any, *, algorithm: str | None = None,
-              dims: Any = None) -> None:
+              dims: Any = None, check: bool | None = None) -> None:
     """Do ``comm.Allgather(sendbuf, recvbuf)`` on an all-gather schedule of ours.
 
     Args:
@@ -342,17 +412,18 @@ def allgather(comm: MPI.Intracomm, sendbuf: Any, recvbuf: Any, *, algorithm: str
         recvbuf: ``p·n`` elements; block ``i`` gets rank ``i``'s ``sendbuf``.
         algorithm, dims: as for :func:`swing_mpi.allreduce`; the algorithm must
             be one the registry marks for ``allgather``.
+        check: as for :func:`reduce_scatter_block`.
     """
-    _allgather(comm, sendbuf, recvbuf, algorithm, dims, BLOCKING)
+    _allgather(comm, sendbuf, recvbuf, algorithm, dims, BLOCKING, check)
 
 
 def iallgather(comm: MPI.Intracomm, sendbuf: Any, recvbuf: Any, *, algorithm: str | None = None,
-               dims: Any = None) -> Any:
+               dims: Any = None, check: bool | None = None) -> Any:
     """Start a nonblocking :func:`allgather`; return its request."""
-    return _allgather(comm, sendbuf, recvbuf, algorithm, dims, NONBLOCKING)
+    return _allgather(comm, sendbuf, recvbuf, algorithm, dims, NONBLOCKING, check)
 
 
 def allgather_init(comm: MPI.Intracomm, sendbuf: Any, recvbuf: Any, *, algorithm: str | None = None,
-                   dims: Any = None) -> Any:
+                   dims: Any = None, check: bool | None = None) -> Any:
     """Set up a persistent :func:`allgather` (``Start``/``Wait``); buffers are bound now."""
-    return _allgather(comm, sendbuf, recvbuf, algorithm, dims, PERSISTENT)
+    return _allgather(comm, sendbuf, recvbuf, algorithm, dims, PERSISTENT, check)

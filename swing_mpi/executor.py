@@ -17,6 +17,15 @@ using, and both then share that link at half speed. Received data is applied
 only after the whole step of its lane has completed, so buffers being sent
 are never modified while in flight.
 
+Copies: a separate input (``sendbuf``) is not copied into the work vector
+first; each byte is read from it where the schedule first uses it (sent
+from it, or reduced with a peer's data into the work vector), and the last
+reductions into a reduce-scatter's block write straight into the caller's
+receive buffer (:meth:`Plan._source_plan`). A message of several ranges goes
+as one MPI datatype over the buffer (``hindexed``), not packed by numpy into
+scratch (``SWING_MPI_DATATYPES=0`` packs). Reductions into scratch copies
+stay: a peer's data must land somewhere before it is combined.
+
 Waiting polls (``Testsome``/``Testall`` and ``sched_yield``, see
 :func:`_wait_some`) so that oversubscribed ranks let each other run.
 
@@ -38,7 +47,8 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any
+import weakref
+from typing import Any, cast
 
 import numpy as np
 from mpi4py import MPI
@@ -113,6 +123,20 @@ class Reducer:
             self.op.Reduce_local([local, n, self.datatype], [peer, n, self.datatype])
             local[...] = peer
 
+    def first(self, peer: np.ndarray, given: np.ndarray, local: np.ndarray, peer_first: bool) -> None:
+        """``local = peer op given`` (``given op peer``): the first reduction into bytes still only in the input."""
+        if self.ufunc is not None and len(local) // self.extent:
+            a = peer.view(self._view)
+            g = given.view(self._view)
+            b = local.view(self._view)
+            if peer_first:
+                self.ufunc(a, g, out=b)
+            else:
+                self.ufunc(g, a, out=b)
+            return
+        local[...] = given
+        self(peer, local, peer_first)
+
 
 def parse_timeout(text: str | None) -> float | None:
     """Return the seconds in ``$SWING_MPI_TIMEOUT`` (None: off, also for ``""``, ``0`` or ``off``)."""
@@ -133,6 +157,27 @@ TIMEOUT: float | None = parse_timeout(os.environ.get("SWING_MPI_TIMEOUT"))
 Read at import; a plan takes the value current when it is built."""
 
 _WAIT = os.environ.get("SWING_MPI_WAIT", "yield")
+_TYPES = os.environ.get("SWING_MPI_DATATYPES", "1") not in ("0", "off", "no")
+"""``$SWING_MPI_DATATYPES=0``: pack several ranges into scratch with numpy instead of an MPI datatype."""
+
+
+def _ranges_type(datatype: MPI.Datatype, ranges: list[tuple[int, int]], ext: int) -> MPI.Datatype:
+    """Return the committed datatype covering byte ``ranges`` of a buffer, in order, as ``datatype`` elements."""
+    return datatype.Create_hindexed([(b - a) // ext for a, b in ranges], [a for a, _ in ranges]).Commit()
+
+
+def _out_offset(out_at: list[tuple[int, int, int]], a: int) -> int:
+    """Return where byte ``a`` of the work vector goes in ``out`` (``out_at``: (start, stop, offset) ranges)."""
+    for lo, hi, off in out_at:
+        if lo <= a < hi:
+            return off + a - lo
+    raise AssertionError(f"byte {a} is not in the result")
+
+
+def _free_types(types: list[MPI.Datatype]) -> None:
+    if not MPI.Is_finalized():
+        for t in types:
+            t.Free()
 _YIELD = _WAIT != "spin"
 _SLEEP = float(os.environ.get("SWING_MPI_SLEEP_US", "0")) * 1e-6
 
@@ -193,7 +238,8 @@ class _Xfer:
     """A transfer resolved to byte offsets and scratch views."""
 
     __slots__ = ("peer", "send", "recv", "action", "peer_first", "send_buf", "recv_buf",
-                 "send_elems", "recv_elems", "direct_send", "direct_recv")
+                 "send_elems", "recv_elems", "direct_send", "direct_recv", "send_type", "recv_type",
+                 "src_pre", "src_send", "src_recv")
 
     def __init__(self, t: Any, ext: int) -> None:
         self.peer = t.peer
@@ -203,11 +249,69 @@ class _Xfer:
         self.peer_first = t.peer_first
         self.send_elems = t.send_count
         self.recv_elems = t.recv_count
-        # one contiguous range: send straight from / receive straight into the work buffer
+        # one contiguous range (or a datatype, see Plan): send straight from / receive straight into the buffer
         self.direct_send = len(self.send) == 1
         self.direct_recv = len(self.recv) == 1 and t.action == COPY
         self.send_buf: np.ndarray | None = None
         self.recv_buf: np.ndarray | None = None
+        self.send_type: MPI.Datatype | None = None
+        """Several send ranges as one MPI datatype over the whole buffer (no packing copy)."""
+        self.recv_type: MPI.Datatype | None = None
+        """Several copied receive ranges as one MPI datatype (no unpacking copy)."""
+        # reading a separate input on first use (see Plan._source_plan)
+        self.src_pre: list[tuple[int, int]] = []
+        """Input ranges copied into the work buffer before this transfer's send."""
+        self.src_send: bool | list[tuple[int, int, bool]] | None = None
+        """None: send from the work buffer; True: send the one range from the input; else the pieces
+        ``(a, b, from_input)`` packed into the send scratch."""
+        self.src_recv: list[tuple[int, int, int, bool, int]] | None = None
+        """None: reduce into the work buffer as usual; else pieces ``(a, b, offset in recv_buf, first_use,
+        out_offset)``: ``first_use`` reads the input instead of the work buffer, ``out_offset >= 0`` writes
+        to ``out`` at that offset (the last write of result bytes) instead of the work buffer."""
+
+
+class _Written:
+    """A set of byte ranges, kept sorted and merged (the part of the work buffer that holds data)."""
+
+    def __init__(self) -> None:
+        self.ranges: list[tuple[int, int]] = []
+
+    def pieces(self, a: int, b: int) -> list[tuple[int, int, bool]]:
+        """Split ``[a, b)`` into ``(lo, hi, unwritten)`` pieces, in order."""
+        out: list[tuple[int, int, bool]] = []
+        pos = a
+        for c, d in self.ranges:
+            if d <= pos:
+                continue
+            if c >= b:
+                break
+            if c > pos:
+                out.append((pos, c, True))
+            out.append((max(c, pos), min(d, b), False))
+            pos = min(d, b)
+            if pos >= b:
+                break
+        if pos < b:
+            out.append((pos, b, True))
+        return out
+
+    def add(self, a: int, b: int) -> None:
+        """Mark ``[a, b)`` written."""
+        if b <= a:
+            return
+        keep: list[tuple[int, int]] = []
+        for c, d in self.ranges:
+            if d < a or c > b:
+                keep.append((c, d))
+            else:
+                a, b = min(a, c), max(b, d)
+        keep.append((a, b))
+        keep.sort()
+        self.ranges = keep
+
+    def total(self) -> int:
+        """Bytes covered."""
+        return sum(d - c for c, d in self.ranges)
 
 
 class Plan:
@@ -225,6 +329,8 @@ class Plan:
         self.vec_bytes = schedule.count * ext
         self.work_bytes = self.vec_bytes * schedule.slots
         self.lanes: list[list[tuple[list[_Xfer], bool]]] = []
+        # MPI datatypes for transfers of several ranges; predefined element types only
+        types = _TYPES and datatype.is_predefined
         scratch_need = 0
         lane_layouts = []
         for lane in schedule.lanes:
@@ -233,9 +339,19 @@ class Plan:
             for st in lane:
                 xs = [_Xfer(t, ext) for t in st.transfers]
                 sent = [r for x in xs for r in x.send]
-                for x in xs:  # never receive straight into bytes that this step also sends
+                for x in xs:
+                    if types and len(x.send) > 1:
+                        x.send_type = _ranges_type(datatype, x.send, ext)
+                        x.direct_send = True
+                    if types and len(x.recv) > 1 and x.action == COPY:
+                        x.recv_type = _ranges_type(datatype, x.recv, ext)
+                        x.direct_recv = True
+                    # never receive straight into bytes that this step also sends
                     if x.direct_recv and any(a < d and c < b for a, b in x.recv for c, d in sent):
                         x.direct_recv = False
+                        if x.recv_type is not None:
+                            x.recv_type.Free()
+                            x.recv_type = None
                 size = sum((x.send_elems * ext if not x.direct_send else 0)
                            + (x.recv_elems * ext if not x.direct_recv else 0) for x in xs)
                 need = max(need, size)
@@ -243,6 +359,10 @@ class Plan:
             lane_layouts.append((scratch_need, need))
             scratch_need += need
             self.lanes.append(steps)
+        self.types = [t for steps in self.lanes for xs, _ in steps for x in xs
+                      for t in (x.send_type, x.recv_type) if t is not None]
+        if self.types:
+            weakref.finalize(self, _free_types, self.types)
         self.scratch = np.empty(scratch_need, np.uint8)
         # carve each step's scratch out of its lane's region (steps of a lane run one at a time)
         for (base, _), steps in zip(lane_layouts, self.lanes):
@@ -266,6 +386,14 @@ class Plan:
         """Seconds a wait may see no completion (``$SWING_MPI_TIMEOUT``; None: forever)."""
         self.broken: str | None = None
         self.active = False
+        self._src: np.ndarray | None = None
+        self._src_ready: bool | None = None
+        self._src_final: list[tuple[int, int]] = []
+        self._out: np.ndarray | None = None
+        self._out_copy: list[tuple[int, int, int, bool]] = []
+        wanted = cast("tuple[tuple[int, int], ...] | None", schedule.meta.get("result"))
+        self._wanted = [(0, self.vec_bytes)] if wanted is None else [(a * ext, b * ext) for a, b in wanted if b > a]
+        """The result's byte ranges in the work vector (what ``out`` receives, in order)."""
         self._tag = TAG_BASE
         self._result: np.ndarray | None = None
         self._work: np.ndarray | None = None
@@ -275,24 +403,190 @@ class Plan:
         self._owner: list[int] = []
         self._peers: list[tuple[int, str]] = []
 
-    # -- data movement ------------------------------------------------------
-    def _post(self, lane: int, step: int, work: np.ndarray) -> list[MPI.Request]:
-        xs, _ = self.lanes[lane][step]
+    # -- reading a separate input on first use ----------------------------------
+    def _source_plan(self) -> bool:
+        """Plan reading a separate input where first used, and writing the result where it is wanted.
+
+        *Input* (``source``): the work buffer starts empty; a walk over the
+        steps in order tracks which bytes have been written. Until a byte is
+        written, a send reads it from the input, and the first reduction into
+        it computes ``peer op input`` into the work buffer, so a
+        reduce-scatter never copies the parts it only sends.
+
+        *Output* (``out``, a buffer for the schedule's result ranges,
+        ``meta["result"]``, default the whole vector): a reduction that is the
+        last write to result bytes, with no later read of them, writes into
+        ``out`` instead of the work buffer; :meth:`_finish` copies the rest of
+        the result (from the work buffer, or from the input where never
+        written).
+
+        Returns False (copy the input first and the result last) where lanes
+        share bytes or the schedule uses slots.
+        """
+        s = self.schedule
+        if s.slots > 1:
+            return False
+        union, total = _Written(), 0
+        for steps in self.lanes:
+            mine = _Written()
+            for xs, combine in steps:
+                if combine:
+                    return False
+                for x in xs:
+                    for a, b in x.send + x.recv:
+                        mine.add(a, b)
+            total += mine.total()
+            for a, b in mine.ranges:
+                union.add(a, b)
+        if union.total() != total:  # lanes run in any interleaving: only disjoint lanes are planned
+            return False
+        ext = self.ext
+        result = cast("tuple[tuple[int, int], ...] | None", s.meta.get("result"))
+        wanted = [(0, self.vec_bytes)] if result is None else [(a * ext, b * ext) for a, b in result if b > a]
+        out_at: list[tuple[int, int, int]] = []  # result byte range -> offset in ``out``
+        off = 0
+        for a, b in wanted:
+            out_at.append((a, b, off))
+            off += b - a
+        results = _Written()
+        for a, b in wanted:
+            results.add(a, b)
+        # backwards: which reductions are the last touch of result bytes
+        final: dict[int, _Written] = {}
+        for steps in self.lanes:
+            later = _Written()
+            for xs, _ in reversed(steps):
+                for x in reversed(xs):
+                    if x.recv_elems and x.action == REDUCE:
+                        fin = _Written()
+                        for a, b in x.recv:
+                            for c, d, outside in results.pieces(a, b):
+                                if not outside:
+                                    for e, f, untouched in later.pieces(c, d):
+                                        if untouched:
+                                            fin.add(e, f)
+                        final[id(x)] = fin
+                    for a, b in x.recv:
+                        later.add(a, b)
+                for x in xs:
+                    for a, b in x.send:
+                        later.add(a, b)
+        redirected = _Written()
+        written_all = _Written()
+        for steps in self.lanes:
+            written = _Written()
+            for xs, _ in steps:
+                for x in xs:  # the sends of a step are posted before any of its data is applied
+                    x.src_pre, x.src_send = [], None
+                    if not x.send_elems:
+                        continue
+                    pieces = [pc for a, b in x.send for pc in written.pieces(a, b)]
+                    if not any(fresh for _, _, fresh in pieces):
+                        continue
+                    if not x.direct_send:
+                        x.src_send = pieces
+                    elif all(fresh for _, _, fresh in pieces):
+                        x.src_send = True
+                    else:
+                        x.src_pre = [(a, b) for a, b, fresh in pieces if fresh]
+                        for a, b in x.src_pre:
+                            written.add(a, b)
+                for x in xs:
+                    x.src_recv = None
+                    if x.recv_elems and x.action == REDUCE:
+                        fin = final[id(x)]
+                        rp: list[tuple[int, int, int, bool, int]] = []
+                        off = 0
+                        for a, b in x.recv:
+                            for c, d, fresh in written.pieces(a, b):
+                                for e, f, keep in fin.pieces(c, d):
+                                    oo = -1 if keep else _out_offset(out_at, e)
+                                    rp.append((e, f, off + e - a, fresh, oo))
+                                    if oo >= 0:
+                                        redirected.add(e, f)
+                            off += b - a
+                        if any(pc[3] or pc[4] >= 0 for pc in rp):
+                            x.src_recv = rp
+                    for a, b in x.recv:
+                        written.add(a, b)
+            for a, b in written.ranges:
+                written_all.add(a, b)
+        self._src_final = [(c, d) for a, b in wanted for c, d, fresh in written_all.pieces(a, b) if fresh]
+        self._out_copy = [(e, f, _out_offset(out_at, e), fresh)
+                          for a, b in wanted for c, d, fresh in written_all.pieces(a, b)
+                          for e, f, todo in redirected.pieces(c, d) if todo]
+        return True
+
+    def _post_recvs(self, xs: list[_Xfer], work: np.ndarray, tag: int) -> list[MPI.Request]:
         reqs: list[MPI.Request] = []
-        buf: Any
-        tag = self._tag + lane
         dt = self.datatype
         comm = self.comm
+        buf: Any
         for x in xs:
             if x.recv_elems:
+                if x.recv_type is not None:
+                    reqs.append(comm.Irecv([work, 1, x.recv_type], x.peer, tag))
+                    continue
                 if x.direct_recv:
                     a, b = x.recv[0]
                     buf = work[a:b]
                 else:
                     buf = x.recv_buf
                 reqs.append(comm.Irecv([buf, x.recv_elems, dt], x.peer, tag))
+        return reqs
+
+    def _post_src(self, lane: int, step: int, work: np.ndarray, src: np.ndarray) -> list[MPI.Request]:
+        """:meth:`_post` reading bytes not yet written from the input ``src`` (see :meth:`_source_plan`)."""
+        xs, _ = self.lanes[lane][step]
+        tag = self._tag + lane
+        reqs = self._post_recvs(xs, work, tag)
+        dt = self.datatype
+        comm = self.comm
+        buf: Any
+        for x in xs:
+            if not x.send_elems:
+                continue
+            for a, b in x.src_pre:
+                work[a:b] = src[a:b]
+            how = x.src_send
+            if isinstance(how, list):
+                buf = x.send_buf
+                off = 0
+                for a, b, fresh in how:
+                    buf[off:off + b - a] = (src if fresh else work)[a:b]
+                    off += b - a
+            else:
+                base = src if how is True else work
+                if x.send_type is not None:
+                    reqs.append(comm.Isend([base, 1, x.send_type], x.peer, tag))
+                    continue
+                if x.direct_send:
+                    a, b = x.send[0]
+                    buf = base[a:b]
+                else:
+                    buf = x.send_buf
+                    off = 0
+                    for a, b in x.send:
+                        buf[off:off + b - a] = work[a:b]
+                        off += b - a
+            reqs.append(comm.Isend([buf, x.send_elems, dt], x.peer, tag))
+        return reqs
+
+    # -- data movement ------------------------------------------------------
+    def _post(self, lane: int, step: int, work: np.ndarray) -> list[MPI.Request]:
+        if self._src is not None:
+            return self._post_src(lane, step, work, self._src)
+        xs, _ = self.lanes[lane][step]
+        tag = self._tag + lane
+        reqs = self._post_recvs(xs, work, tag)
+        buf: Any
+        dt = self.datatype
+        comm = self.comm
         for x in xs:
             if x.send_elems:
+                if x.send_type is not None:
+                    reqs.append(comm.Isend([work, 1, x.send_type], x.peer, tag))
+                    continue
                 if x.direct_send:
                     a, b = x.send[0]
                     buf = work[a:b]
@@ -307,10 +601,24 @@ class Plan:
 
     def _apply(self, lane: int, step: int, work: np.ndarray) -> None:
         xs, combine = self.lanes[lane][step]
+        src = self._src
+        out = self._out
         for x in xs:
             if not x.recv_elems or x.direct_recv:
                 continue
             assert x.recv_buf is not None
+            if x.src_recv is not None and (src is not None or out is not None):
+                for a, b, off, fresh, oo in x.src_recv:
+                    chunk = x.recv_buf[off:off + b - a]
+                    given = src[a:b] if fresh and src is not None else None
+                    if oo >= 0 and out is not None:
+                        self.reduce.first(chunk, work[a:b] if given is None else given, out[oo:oo + b - a],
+                                          x.peer_first)
+                    elif given is not None:
+                        self.reduce.first(chunk, given, work[a:b], x.peer_first)
+                    else:
+                        self.reduce(chunk, work[a:b], x.peer_first)
+                continue
             off = 0
             for a, b in x.recv:
                 chunk = x.recv_buf[off:off + b - a]
@@ -325,15 +633,20 @@ class Plan:
                 self.reduce(work[(i - 1) * n:i * n], work[i * n:(i + 1) * n], True)
 
     # -- the state machine ------------------------------------------------------
-    def start(self, result: np.ndarray, source: np.ndarray | None = None, *, seq: int = 0) -> None:
+    def start(self, result: np.ndarray, source: np.ndarray | None = None, *, seq: int = 0,
+              out: np.ndarray | None = None) -> None:
         """Begin an allreduce into ``result`` (bytes); ``source`` is the input if not in place.
+
+        ``result`` is the work vector. With ``out``, the schedule's result
+        ranges (``meta["result"]``, default all of it; concatenated) end in
+        ``out`` instead, and the rest of ``result`` is left undefined.
 
         ``seq`` numbers the operation on its communicator (equal on all ranks,
         since MPI requires collectives to start in the same order everywhere):
         it selects the tags, so operations in flight at the same time on one
         communicator never match each other's messages.
         """
-        self._begin(result, source, seq)
+        self._begin(result, source, seq, out)
         nl = len(self.lanes)
         self._pos = [0] * nl
         self._left = [0] * nl
@@ -356,17 +669,18 @@ class Plan:
         while self.active:
             self._progress(block=True)
 
-    def run(self, result: np.ndarray, source: np.ndarray | None = None, *, seq: int = 0) -> None:
+    def run(self, result: np.ndarray, source: np.ndarray | None = None, *, seq: int = 0,
+            out: np.ndarray | None = None) -> None:
         """Run a blocking allreduce: :meth:`start` then :meth:`wait`.
 
         With one lane, the same steps without the bookkeeping that lets several
         lanes progress together (that bookkeeping dominates small calls).
         """
         if len(self.lanes) != 1:
-            self.start(result, source, seq=seq)
+            self.start(result, source, seq=seq, out=out)
             self.wait()
             return
-        work = self._begin(result, source, seq)
+        work = self._begin(result, source, seq, out)
         self.active = True
         timeout = self.timeout
         for k in range(len(self.lanes[0])):
@@ -376,7 +690,8 @@ class Plan:
             self._apply(0, k, work)
         self._finish()
 
-    def _begin(self, result: np.ndarray, source: np.ndarray | None, seq: int) -> np.ndarray:
+    def _begin(self, result: np.ndarray, source: np.ndarray | None, seq: int,
+               out: np.ndarray | None = None) -> np.ndarray:
         """Put the input in place and take the tags of operation ``seq``; return the work buffer."""
         if self.broken:
             raise RuntimeError(f"this plan is unusable: {self.broken}")
@@ -384,13 +699,22 @@ class Plan:
             raise RuntimeError("this allreduce is still in progress; wait for it before starting it again")
         s = self.schedule
         n = self.vec_bytes
+        self._src = None
+        self._out = out
+        if out is not None and len(out) != sum(b - a for a, b in self._wanted):
+            raise ValueError(f"out has {len(out)} bytes, the result {sum(b - a for a, b in self._wanted)}")
+        if (source is not None or out is not None) and n and self._src_ready is None:
+            self._src_ready = self._source_plan()
         if s.slots > 1:
             work = self.slot_work
             work[s.input_slot * n:(s.input_slot + 1) * n] = result if source is None else source
         else:
             work = result
             if source is not None and n:
-                result[...] = source
+                if self._src_ready:
+                    self._src = source  # read where first used (_source_plan)
+                else:
+                    result[...] = source
         self._result = result
         self._work = work
         self._tag = TAG_BASE + (seq % TAG_SEQS) * MAX_LANES
@@ -465,10 +789,27 @@ class Plan:
 
     def _finish(self) -> None:
         s = self.schedule
+        src = self._src
+        out = self._out
+        res = self._result
+        assert res is not None
+        if out is not None and self._src_ready:  # the result parts not already written into out
+            for a, b, oo, fresh in self._out_copy:
+                out[oo:oo + b - a] = (src if fresh and src is not None else res)[a:b]
+            out = None
+        elif src is not None:
+            for a, b in self._src_final:
+                res[a:b] = src[a:b]
+        self._src = self._out = None
         if s.slots > 1:
             n = self.vec_bytes
             assert self._result is not None and self._work is not None
             self._result[...] = self._work[s.result_slot * n:(s.result_slot + 1) * n]
+        if out is not None:
+            off = 0
+            for a, b in self._wanted:
+                out[off:off + b - a] = res[a:b]
+                off += b - a
         self._result = self._work = None
         self.active = False
 
@@ -496,7 +837,7 @@ class Plan:
                    f"(SWING_MPI_TIMEOUT); the collective is broken, end the job (comm.Abort())")
         self.broken = f"an earlier wait timed out: {message}"
         self.active = False
-        self._result = self._work = None
+        self._result = self._work = self._src = None
         raise TimeoutError(message)
 
 

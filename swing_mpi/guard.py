@@ -16,7 +16,12 @@ MPI libraries read their variables at ``MPI_Init``) or for one communicator with
 ``swing_mpi.Intracomm(comm, check=True)`` (``check=False`` turns it off there even when the
 variable is set).
 
-What is compared: the element count; the datatype's size and extent, and, between ranks that pass
+The same check covers :func:`~swing_mpi.reduce_scatter_block`, :func:`~swing_mpi.reduce_scatter`
+and :func:`~swing_mpi.allgather` (``check=`` on each, and their ``i…``/``…_init`` forms).
+
+What is compared: the operation (allreduce, reduce-scatter, all-gather: one rank calling another
+collective than its peers is caught too); the element count (a reduce-scatter's whole vector and a
+checksum of its ``recvcounts``; an all-gather's block); the datatype's size and extent, and, between ranks that pass
 a predefined datatype, the datatype itself (a derived type is accepted beside a predefined one of
 the same size and extent, whose type signature it may well share); the op (user-defined ops
 cannot be told apart across processes: only that the op is user-defined and its commutativity are
@@ -27,8 +32,9 @@ differently is caught too); and the torus dims.
 from __future__ import annotations
 
 import os
+import zlib
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from mpi4py import MPI
@@ -36,8 +42,8 @@ from mpi4py import MPI
 from .buffers import DeviceBuffer, check_comm_op
 from .state import comm_state
 
-__all__ = ["CollectiveMismatchError", "CHECK_DEFAULT", "SIGNATURE_LEN", "MAX_DIMS", "signature", "describe",
-           "verify", "checked_call"]
+__all__ = ["CollectiveMismatchError", "CHECK_DEFAULT", "SIGNATURE_LEN", "MAX_DIMS", "OPERATIONS", "signature",
+           "counts_checksum", "describe", "verify", "checked", "checked_call"]
 
 CHECK_DEFAULT = os.environ.get("SWING_MPI_CHECK", "").strip().lower() not in ("", "0", "no", "off", "false")
 """``$SWING_MPI_CHECK``, read at import: whether calls check their arguments across ranks by default."""
@@ -48,10 +54,13 @@ MAX_DIMS = 32
 _OP_NAMES = ("SUM", "PROD", "MAX", "MIN", "LAND", "BAND", "LOR", "BOR", "LXOR", "BXOR", "MAXLOC", "MINLOC",
              "REPLACE", "NO_OP")
 
+OPERATIONS = ("allreduce", "reduce_scatter_block", "reduce_scatter", "allgather")
+"""The collectives the check knows (a signature stores the index)."""
+
 # signature layout: one int64 per slot
-(_STATUS, _COUNT, _DT_KIND, _DT_CODE, _DT_SIZE, _DT_EXTENT, _OP_KIND, _OP_CODE, _OP_COMMUTE, _ALGO,
- _NDIMS) = range(11)
-_DIMS = 11
+(_STATUS, _OPERATION, _COUNT, _COUNTS, _DT_KIND, _DT_CODE, _DT_SIZE, _DT_EXTENT, _OP_KIND, _OP_CODE,
+ _OP_COMMUTE, _ALGO, _NDIMS) = range(13)
+_DIMS = 13
 SIGNATURE_LEN = _DIMS + MAX_DIMS
 """Length of a signature, in 64-bit integers."""
 
@@ -86,13 +95,20 @@ def _algorithm_table() -> tuple[str, ...]:
     return _ALGORITHM_TABLE
 
 
+def counts_checksum(counts: Sequence[int] | None) -> int:
+    """Return a checksum of a reduce-scatter's ``recvcounts`` (0 for None): equal lists, equal sums."""
+    if counts is None:
+        return 0
+    return zlib.crc32(np.asarray(list(counts), np.int64).tobytes()) + 1
+
+
 def signature(*, count: int, datatype: MPI.Datatype, op: MPI.Op, algorithm: str,
-              dims: Sequence[int]) -> np.ndarray:
+              dims: Sequence[int], operation: str = "allreduce", counts: Sequence[int] | None = None) -> np.ndarray:
     """Return this rank's signature of a call: :data:`SIGNATURE_LEN` int64 values."""
     dt_pre, op_pre = datatype.is_predefined, op.is_predefined
     names = _algorithm_table()
     dims = tuple(dims)
-    head = [0, count,
+    head = [0, OPERATIONS.index(operation) if operation in OPERATIONS else -1, count, counts_checksum(counts),
             _PREDEFINED if dt_pre else _DERIVED, datatype.py2f() if dt_pre else 0, datatype.size, datatype.extent,
             _PREDEFINED if op_pre else _DERIVED, op.py2f() if op_pre else 0, int(op.Is_commutative()),
             names.index(algorithm) if algorithm in names else -1, len(dims)]
@@ -173,8 +189,14 @@ def describe(rows: np.ndarray) -> tuple[str, dict[str, dict[str, list[int]]]] | 
     if rows[:, _STATUS].any():  # a rank's arguments failed its local checks: its other slots mean nothing
         fields["arguments"] = _groups(rows, _status_text)
         return _message(fields), fields
+    if len(set(rows[:, _OPERATION].tolist())) > 1:  # different collectives: their other fields do not compare
+        fields["operation"] = _groups(rows, lambda r: OPERATIONS[int(r[_OPERATION])]
+                                      if 0 <= r[_OPERATION] < len(OPERATIONS) else "another collective")
+        return _message(fields), fields
     if len(set(rows[:, _COUNT].tolist())) > 1:
         fields["count"] = _groups(rows, lambda r: str(int(r[_COUNT])))
+    elif len(set(rows[:, _COUNTS].tolist())) > 1:
+        fields["recvcounts"] = _groups(rows, lambda r: f"recvcounts with checksum {int(r[_COUNTS]):#x}")
     predefined = rows[rows[:, _DT_KIND] == _PREDEFINED]
     if (len({(int(r[_DT_SIZE]), int(r[_DT_EXTENT])) for r in rows}) > 1
             or len(set(predefined[:, _DT_CODE].tolist())) > 1):
@@ -198,7 +220,7 @@ def _message(fields: dict[str, dict[str, list[int]]]) -> str:
 
 def verify(comm: MPI.Intracomm, *, count: int = 0, datatype: MPI.Datatype = MPI.BYTE, op: MPI.Op = MPI.SUM,
            algorithm: str = "", dims: Sequence[int] = (), operation: str = "allreduce",
-           error: Exception | None = None) -> None:
+           error: Exception | None = None, counts: Sequence[int] | None = None) -> None:
     """Compare this call's arguments with every other rank's; raise :class:`CollectiveMismatchError` if any differ.
 
     Collective over ``comm`` (pass the library's private duplicate, so no user message can match):
@@ -209,7 +231,8 @@ def verify(comm: MPI.Intracomm, *, count: int = 0, datatype: MPI.Datatype = MPI.
         mine = np.zeros(SIGNATURE_LEN, np.int64)
         mine[_STATUS] = next((i + 1 for i, kind in enumerate(_ERRORS) if isinstance(error, kind)), len(_ERRORS) + 1)
     else:
-        mine = signature(count=count, datatype=datatype, op=op, algorithm=algorithm, dims=dims)
+        mine = signature(count=count, datatype=datatype, op=op, algorithm=algorithm, dims=dims,
+                         operation=operation, counts=counts)
     rows = np.empty((comm.Get_size(), SIGNATURE_LEN), np.int64)
     comm.Allgather([mine, MPI.INT64_T], [rows, MPI.INT64_T])
     if error is not None:
@@ -219,26 +242,30 @@ def verify(comm: MPI.Intracomm, *, count: int = 0, datatype: MPI.Datatype = MPI.
     found = describe(rows)
     if found is not None:
         message, fields = found
-        raise CollectiveMismatchError(f"{operation}: arguments differ between ranks ({message}); "
+        what = "collective" if "operation" in fields else operation  # the same words on every rank
+        raise CollectiveMismatchError(f"{what}: arguments differ between ranks ({message}); "
                                       f"nothing was sent, the communicator is still usable", fields)
 
 
-def checked_call(comm: MPI.Intracomm, validate: Callable[[], tuple[Any, Any]],
-                 resolve: Callable[[Any], tuple[str, tuple[int, ...]]], op: Any, *,
-                 operation: str = "allreduce") -> tuple[Any, Any, str, tuple[int, ...]]:
+T = TypeVar("T")
+
+
+def checked(comm: MPI.Intracomm, validate: Callable[[], T], resolve: Callable[[T], tuple[str, tuple[int, ...]]],
+            facts: Callable[[T], dict[str, Any]], op: Any, *, operation: str) -> tuple[T, str, tuple[int, ...]]:
     """Validate and resolve a call as the API does, then compare it across ranks.
 
-    ``validate()`` returns the (send, recv) buffer specs and ``resolve(recv)`` the (algorithm, dims)
-    that will run; an error either raises on this rank is shared first, so every rank raises (this
-    one its own error, the others :class:`CollectiveMismatchError`) and none is left waiting. Buffers
-    only the MPI library can reduce (:class:`~swing_mpi.buffers.DeviceBuffer`) compare as algorithm
-    ``native`` with count -1 (their counts are not known here), then the exception goes on.
-    Returns (send, recv, algorithm, dims).
+    ``validate()`` checks the arguments on this rank and returns what the call needs, ``resolve(v)``
+    the (algorithm, dims) that will run and ``facts(v)`` the rest of the signature (``count``,
+    ``datatype``, optionally ``counts``). An error either raises on this rank is shared first, so
+    every rank raises (this one its own error, the others :class:`CollectiveMismatchError`) and
+    none is left waiting. Buffers only the MPI library can handle
+    (:class:`~swing_mpi.buffers.DeviceBuffer`) compare as algorithm ``native`` with count -1
+    (their counts are not known here), then the exception goes on. Returns (v, algorithm, dims).
     """
     check_comm_op(comm)  # without a communicator nothing can be compared
     private = comm_state(comm).comm  # collective on first use: every rank makes it before anything can differ
     try:
-        send, recv = validate()
+        v = validate()
     except DeviceBuffer:
         verify(private, count=-1, op=op, algorithm="native", operation=operation)  # op checked by validate()
         raise
@@ -246,9 +273,22 @@ def checked_call(comm: MPI.Intracomm, validate: Callable[[], tuple[Any, Any]],
         verify(private, operation=operation, error=e)
         raise
     try:
-        name, dims = resolve(recv)
+        name, dims = resolve(v)
     except _ERRORS as e:
         verify(private, operation=operation, error=e)
         raise
-    verify(private, count=recv.count, datatype=recv.datatype, op=op, algorithm=name, dims=dims, operation=operation)
+    verify(private, op=op, algorithm=name, dims=dims, operation=operation, **facts(v))
+    return v, name, dims
+
+
+def checked_call(comm: MPI.Intracomm, validate: Callable[[], tuple[Any, Any]],
+                 resolve: Callable[[Any], tuple[str, tuple[int, ...]]], op: Any, *,
+                 operation: str = "allreduce") -> tuple[Any, Any, str, tuple[int, ...]]:
+    """:func:`checked` for the allreduce family: ``validate()`` returns the (send, recv) buffer specs.
+
+    Returns (send, recv, algorithm, dims).
+    """
+    (send, recv), name, dims = checked(comm, validate, lambda v: resolve(v[1]),
+                                       lambda v: {"count": v[1].count, "datatype": v[1].datatype}, op,
+                                       operation=operation)
     return send, recv, name, dims

@@ -29,14 +29,14 @@ class Request:
 
     ``work`` is the plan's work vector (bytes) and ``source`` its input when not
     in place; ``before`` runs at every start (e.g. placing the input block of an
-    all-gather), ``after`` once each operation completes (e.g. copying a
-    reduce-scatter's block out). ``plan`` is ``None`` for an operation that
+    all-gather), ``after`` once each operation completes; ``out`` receives the
+    plan's result ranges (a reduce-scatter's block, see :meth:`Plan.start`). ``plan`` is ``None`` for an operation that
     moves nothing (count 0 or one rank): then only ``before`` and ``after`` run.
     """
 
     def __init__(self, st: CommState, plan: Plan | None, work: np.ndarray, source: np.ndarray | None, *,
                  persistent: bool, before: Callable[[], None] | None = None,
-                 after: Callable[[], None] | None = None) -> None:
+                 after: Callable[[], None] | None = None, out: np.ndarray | None = None) -> None:
         """Bind the operation; a nonblocking one starts now."""
         self._st = st
         self._plan = plan
@@ -45,6 +45,7 @@ class Request:
         self._persistent = persistent
         self._before = before
         self._after = after
+        self._out = out
         self._pending = False
         self._freed = False
         if not persistent:
@@ -56,7 +57,7 @@ class Request:
             self._before()
         self._pending = True
         if self._plan is not None:
-            self._plan.start(self._work, self._source, seq=seq)
+            self._plan.start(self._work, self._source, seq=seq, out=self._out)
         self._finish_if_done()
 
     def _finish_if_done(self) -> bool:

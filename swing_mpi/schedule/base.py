@@ -102,6 +102,8 @@ class Schedule:
     lanes: tuple[tuple[Step, ...], ...]
     lane_names: tuple[str, ...] = ()
     meta: dict[str, object] = field(default_factory=dict, compare=False, hash=False)
+    """Builder facts: ``owned`` (per lane, the range each rank owns after the reduce-scatter), ``result``
+    (the element ranges that hold this rank's result; default the whole vector), ``fallback``, …"""
     slots: int = 1
     """Work buffer length in vectors. 1: the result buffer itself. ``p``: one
     slot per rank's contribution (gathered, then combined in rank order)."""

@@ -193,8 +193,10 @@ def build_half(algorithm: str, dims: tuple[int, ...], rank: int, blocks: tuple[R
             hand = _hand_off(rank, moves, owner, target, user, to_owner=half == ALL_GATHER)
             steps = steps + [hand] if half == REDUCE_SCATTER else [hand] + steps
         out_lanes.append(tuple(steps))
-    return Schedule(algorithm, rank, p, count, dims, tuple(out_lanes), virtual.lane_names,
-                    {"collective": half})
+    meta: dict[str, Any] = {"collective": half}
+    if half == REDUCE_SCATTER:  # what the executor must leave in the work vector: this rank's block
+        meta["result"] = tuple(r for r in (blocks[rank],) if r[1] > r[0])
+    return Schedule(algorithm, rank, p, count, dims, tuple(out_lanes), virtual.lane_names, meta)
 
 
 def _hand_off(rank: int, moves: list[int], owner: tuple[int, ...], target: tuple[int, ...],

@@ -134,3 +134,100 @@ def test_check_passes_correct_calls_of_every_kind():
 def test_the_error_is_a_value_error_exported_by_the_package():
     assert swing_mpi.CollectiveMismatchError is CollectiveMismatchError
     assert issubclass(CollectiveMismatchError, ValueError)
+
+
+# -- reduce-scatter and all-gather ---------------------------------------------------------------
+
+@needs_two
+@pytest.mark.parametrize("algorithm", ["swing-bw", "ring", "auto", "native"])
+def test_reduce_scatter_block_count_differs(algorithm):
+    n = 3 if R != LAST else 2
+    got = outcome(lambda: swing_mpi.reduce_scatter_block(WORLD, np.ones(n * P), np.empty(n),
+                                                         algorithm=algorithm, check=True))
+    assert_all_raise(got, "reduce_scatter_block: arguments differ", "count differs",
+                     f"{2 * P} on rank {LAST}")
+    still_usable()
+
+
+@needs_two
+def test_reduce_scatter_recvcounts_differ_with_the_same_total():
+    counts = [2] * P
+    if R == LAST:  # the same total, split differently: the data would go to the wrong ranks
+        counts[0], counts[1] = 3, 1
+    total = sum(counts)
+    got = outcome(lambda: swing_mpi.reduce_scatter(WORLD, np.ones(total), np.empty(3), counts,
+                                                   algorithm="swing-bw", check=True))
+    assert_all_raise(got, "recvcounts differs", f"on rank {LAST}")
+    still_usable()
+
+
+@needs_two
+def test_reduce_scatter_op_differs_and_nonblocking_forms():
+    op = MPI.MAX if R == 0 else MPI.SUM
+    x, y = np.ones(2 * P), np.empty(2)
+    got = outcome(lambda: swing_mpi.ireduce_scatter_block(WORLD, x, y, op, algorithm="ring", check=True).Wait())
+    assert_all_raise(got, "op differs", "MPI.MAX on rank 0")
+    got = outcome(lambda: swing_mpi.reduce_scatter_init(WORLD, x, y, [2] * P, op, algorithm="ring", check=True))
+    assert_all_raise(got, "op differs")
+    still_usable()
+
+
+@needs_two
+def test_reduce_scatter_counts_gathered_an_error_on_one_rank_reaches_all():
+    # recvcounts=None: the counts are gathered; the last rank's sendbuf is too short
+    send = np.ones(2 * P) if R != LAST else np.ones(2 * P - 1)
+    for check in (True, False):
+        got = outcome(lambda c=check: swing_mpi.reduce_scatter(WORLD, send, np.empty(2), algorithm="ring", check=c))
+        assert got[LAST][0] == "ValueError" and "sendbuf has" in got[LAST][1], got
+        assert all(k != "ok" for k, _ in got), got
+    still_usable()
+
+
+@needs_two
+@pytest.mark.parametrize("algorithm", ["swing-bw", "bucket", "auto", "native"])
+def test_allgather_count_differs(algorithm):
+    n = 4 if R != LAST else 5
+    got = outcome(lambda: swing_mpi.allgather(WORLD, np.ones(n), np.empty(n * P), algorithm=algorithm, check=True))
+    assert_all_raise(got, "allgather: arguments differ", "count differs", f"5 on rank {LAST}")
+    still_usable()
+
+
+@needs_two
+def test_different_collectives_on_different_ranks():
+    def call():
+        if R == LAST:
+            swing_mpi.allgather(WORLD, np.ones(2), np.empty(2 * P), algorithm="ring", check=True)
+        else:
+            swing_mpi.allreduce(WORLD, np.ones(2), np.empty(2), algorithm="ring", check=True)
+    got = outcome(call)
+    assert_all_raise(got, "operation differs", f"allgather on rank {LAST}")
+    still_usable()
+
+
+@needs_two
+def test_intracomm_check_covers_the_halves():
+    comm = swing_mpi.Intracomm(WORLD, algorithm="swing-bw", check=True)
+    n = 2 if R else 3
+    got = outcome(lambda: comm.Reduce_scatter_block(np.ones(n * P), np.empty(n)))
+    assert_all_raise(got, "count differs")
+    got = outcome(lambda: comm.Iallgather(np.ones(n), np.empty(n * P)).Wait())
+    assert_all_raise(got, "count differs")
+    got = outcome(lambda: comm.Allgather_init(np.ones(n), np.empty(n * P)))
+    assert_all_raise(got, "count differs")
+
+
+def test_check_passes_correct_halves():
+    for algorithm in ["swing-bw", "ring", "bucket", "auto", "native"]:
+        x = np.arange(3 * P, dtype=np.int64) + R
+        y = np.empty(3, np.int64)
+        swing_mpi.reduce_scatter_block(WORLD, x, y, algorithm=algorithm, check=True)
+        assert np.array_equal(y, np.arange(3 * R, 3 * R + 3) * P + P * (P - 1) // 2)
+        counts = [(r % 3) for r in range(P)]
+        z = np.empty(counts[R], np.int64)
+        swing_mpi.reduce_scatter(WORLD, np.arange(sum(counts), dtype=np.int64), z, counts, algorithm=algorithm,
+                                 check=True)
+        lo = sum(counts[:R])
+        assert np.array_equal(z, np.arange(lo, lo + counts[R]) * P)
+        g = np.empty(2 * P, np.int64)
+        swing_mpi.allgather(WORLD, np.array([R, -R], np.int64), g, algorithm=algorithm, check=True)
+        assert np.array_equal(g, np.array([[r, -r] for r in range(P)]).ravel())

@@ -9,8 +9,10 @@ from mpi4py import MPI
 from swing_mpi import guard
 
 
-def sig(count=10, datatype=MPI.DOUBLE, op=MPI.SUM, algorithm="swing-bw", dims=(4,)):
-    return guard.signature(count=count, datatype=datatype, op=op, algorithm=algorithm, dims=dims)
+def sig(count=10, datatype=MPI.DOUBLE, op=MPI.SUM, algorithm="swing-bw", dims=(4,), operation="allreduce",
+        counts=None):
+    return guard.signature(count=count, datatype=datatype, op=op, algorithm=algorithm, dims=dims,
+                           operation=operation, counts=counts)
 
 
 def test_equal_signatures_agree():
@@ -25,6 +27,8 @@ def test_equal_signatures_agree():
     ("op", {"op": MPI.MAX}, "op differs: MPI.SUM on ranks 0, 2-3; MPI.MAX on rank 1"),
     ("algorithm", {"algorithm": "ring"}, "algorithm differs: swing-bw on ranks 0, 2-3; ring on rank 1"),
     ("dims", {"dims": (2, 2)}, "dims differs: 4 on ranks 0, 2-3; 2x2 on rank 1"),
+    ("operation", {"operation": "allgather", "op": MPI.REPLACE},
+     "operation differs: allreduce on ranks 0, 2-3; allgather on rank 1"),
 ])
 def test_each_field_is_named_with_values_and_ranks(field, other, text):
     rows = np.stack([sig(), sig(**other), sig(), sig()])
@@ -95,3 +99,12 @@ def test_a_rank_whose_arguments_failed_locally_is_named():
 def test_verify_raises_the_local_error_after_sharing_it():
     with pytest.raises(KeyError):
         guard.verify(MPI.COMM_SELF, error=KeyError("x"))
+
+
+def test_recvcounts_with_the_same_total_are_compared():
+    a, b = sig(operation="reduce_scatter", counts=[2, 2, 2, 2]), sig(operation="reduce_scatter", counts=[3, 1, 2, 2])
+    message, fields = guard.describe(np.stack([a, a, b, a]))
+    assert list(fields) == ["recvcounts"]
+    assert "on rank 2" in message and "recvcounts with checksum" in message
+    assert guard.describe(np.stack([a, a])) is None
+    assert guard.counts_checksum(None) == 0 != guard.counts_checksum([])
