@@ -15,7 +15,7 @@ from typing import Any
 
 from ..schedule import AUTO, NATIVE
 from ..units import format_size, parse_size, parse_sizes, short_size
-from .measure import DEFAULT_MAX_BYTES, collective_function, point_sizes, resolve_dims, run_bench
+from .measure import DEFAULT_MAX_BYTES, collective_function, placed_comm, point_sizes, resolve_dims, run_bench
 from .plot import plot_results, plot_title
 from .results import (
     ALLREDUCE,
@@ -99,6 +99,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    "(default: native and every registered algorithm for the collective)")
     g.add_argument("--dims", default=None, help="torus dims passed to our collectives, e.g. 4x4 "
                    "(default: $SWING_MPI_DIMS or a ring of all ranks)")
+    g.add_argument("--node-env", default=None, metavar="VAR",
+                   help="this rank's torus node (row-major index) is in $VAR: our collectives then run on "
+                        "swing_mpi.Intracomm(comm, coords=...) at that place, for ranks not numbered like the wiring "
+                        "(in the lab: --node-env SWING_LAB_NODE with lab --placement shuffled)")
     g.add_argument("--dtype", "-d", default="float64", choices=DTYPES)
     g.add_argument("--op", "-o", default=None, choices=OPS,
                    help="reduction op (default sum; allgather takes none)")
@@ -160,6 +164,9 @@ class Config:
                                  _ITEMSIZE[self.dtype])
         self.algorithms = parse_algorithms(args.algorithms, collective=self.collective)
         self.dims: str | None = args.dims
+        self.node_env: str | None = getattr(args, "node_env", None)
+        if self.node_env and not self.dims:
+            raise ValueError("--node-env needs --dims (the torus the node numbers refer to)")
         if COLLECTIVES[self.collective].reduces:
             self.op: str = args.op or "sum"
         elif args.op:
@@ -214,9 +221,10 @@ def run(args: argparse.Namespace) -> int:
     comm = MPI.COMM_WORLD
     rank = comm.Get_rank()
     try:
-        resolve_dims(comm, cfg.dims)
+        dims, _ = resolve_dims(comm, cfg.dims)
         if any(a != NATIVE for a in cfg.algorithms):
             collective_function(cfg.collective)
+        ours = placed_comm(comm, dims, cfg.node_env)
     except ValueError as e:
         if rank == 0:
             _say(f"swing-mpi bench: {e}")
@@ -252,7 +260,7 @@ def run(args: argparse.Namespace) -> int:
         if cfg.json:
             write_json(cfg.json, env, all_rows)
 
-    env, rows = run_bench(comm, cfg, start=start, log=log)
+    env, rows = run_bench(comm, cfg, start=start, log=log, ours=ours)
     wrong = sum(max(0, int(r["wrong"])) for r in rows)
     if rank == 0:
         print(f"# Out of bounds values : {wrong} {'OK' if wrong == 0 else 'FAILED'}")

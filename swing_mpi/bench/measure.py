@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_MAX_BYTES", "OWN_BUFFERS_MAX", "iterations_for", "point_sizes", "make_input", "Point",
     "collective_function", "collective_call", "count_wrong", "Prepared", "prepare_point", "time_point",
-    "resolve_dims", "environment", "run_bench",
+    "resolve_dims", "environment", "placed_comm", "run_bench",
 ]
 
 DEFAULT_MAX_BYTES = 256 << 20
@@ -168,8 +168,12 @@ def collective_function(collective: str) -> Callable[..., Any]:
 
 
 def collective_call(comm: Any, mpi_op: Any, alg: str, dims: Any, pt: Point, send: np.ndarray,
-                    recv: np.ndarray) -> Callable[[], Any]:
-    """Return a zero-argument callable doing one collective of ``pt`` with ``alg`` on these arrays."""
+                    recv: np.ndarray, ours: Any = None) -> Callable[[], Any]:
+    """Return a zero-argument callable doing one collective of ``pt`` with ``alg`` on these arrays.
+
+    ``ours``: the communicator our collectives run on (default ``comm``; a
+    ``swing_mpi.Intracomm`` with coordinates for ``--node-env``).
+    """
     from mpi4py import MPI
 
     sendbuf: Any = MPI.IN_PLACE if pt.place == "in" else send
@@ -181,9 +185,10 @@ def collective_call(comm: Any, mpi_op: Any, alg: str, dims: Any, pt: Point, send
             return lambda: comm.Reduce_scatter_block(sendbuf, recv, mpi_op)
         return lambda: comm.Allgather(sendbuf, recv)
     fn = collective_function(pt.collective.name)
+    c = comm if ours is None else ours
     if reduces:
-        return lambda: fn(comm, sendbuf, recv, mpi_op, algorithm=alg, dims=dims)
-    return lambda: fn(comm, sendbuf, recv, algorithm=alg, dims=dims)
+        return lambda: fn(c, sendbuf, recv, mpi_op, algorithm=alg, dims=dims)
+    return lambda: fn(c, sendbuf, recv, algorithm=alg, dims=dims)
 
 
 def count_wrong(comm: Any, pt: Point, send: np.ndarray, recv: np.ndarray, exact: bool) -> int:
@@ -242,12 +247,12 @@ def _timed(comm: Any, pt: Point, call: Callable[[], Any], recv: np.ndarray) -> f
 
 
 def prepare_point(comm: Any, mpi_op: Any, cfg: Config, alg: str, dims: Any, pt: Point, *,
-                  exact: bool) -> Prepared:
+                  exact: bool, ours: Any = None) -> Prepared:
     """Run the checked call and the warmup of ``alg`` on ``pt``; fix its iteration count (equal on all ranks)."""
     from mpi4py import MPI
 
     send, recv = pt.buffers()
-    call = collective_call(comm, mpi_op, alg, dims, pt, send, recv)
+    call = collective_call(comm, mpi_op, alg, dims, pt, send, recv, ours)
     wrong = -1
     _poison(recv)  # a result that is never written is caught
     t_first = _timed(comm, pt, call, recv)
@@ -354,6 +359,7 @@ def environment(comm: Any, cfg: Config, dims: tuple[int, ...], dims_source: str,
         "p": comm.Get_size(),
         "dims": "x".join(map(str, dims)),
         "dims_source": dims_source,
+        "node_env": getattr(cfg, "node_env", None),
         "dtype": cfg.dtype,
         "op": cfg.op,
         "mpi_library": _first_line(lib),
@@ -404,10 +410,45 @@ def _resolved(alg: str, pt: Point, p: int, mpi_op: Any, datatype: Any, dims: tup
                              native_ok=True, tuning=tuning)
 
 
+def placed_comm(comm: Any, dims: tuple[int, ...], node_env: str | None) -> Any:
+    """Return ``comm`` with this rank at the torus node in ``$node_env`` (``--node-env``), or None.
+
+    Collective: every rank must have the variable; the nodes must be a permutation of the torus
+    (``swing_mpi.Intracomm(coords=...)`` checks that on every rank).
+    """
+    if not node_env:
+        return None
+    import os
+
+    from ..api import Intracomm
+    from ..topology import Torus
+
+    text = os.environ.get(node_env)
+    problem = None
+    node = -1
+    try:
+        node = int(text) if text is not None else -1
+    except ValueError:
+        problem = f"${node_env}={text!r} is not a node number"
+    if text is None:
+        problem = f"${node_env} is not set"
+    bad = comm.allgather(problem)
+    if any(bad):
+        raise ValueError("--node-env: " + "; ".join(f"rank {r}: {b}" for r, b in enumerate(bad) if b))
+    torus = Torus(dims)
+    if not 0 <= node < torus.size:
+        coords: Any = (node,)  # Intracomm reports it on every rank
+    else:
+        coords = torus.coords(node)
+    return Intracomm(comm, dims=dims, coords=coords)
+
+
 def run_bench(comm: Any, cfg: Config, *, start: Callable[[dict[str, Any]], None] | None = None,
               log: Callable[[dict[str, Any], list[dict[str, Any]], int, float], None] | None = None,
-              ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+              ours: Any = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Run the whole sweep on ``comm``; return ``(env, rows)`` (on every rank).
+
+    ``ours``: the communicator our collectives run on (:func:`placed_comm`; default ``comm``).
 
     On rank 0, ``start(env)`` is called before the first point and
     ``log(env, rows_of_one_size, size_index, seconds)`` after each size.
@@ -435,7 +476,7 @@ def run_bench(comm: Any, cfg: Config, *, start: Callable[[dict[str, Any]], None]
         t_size = time.perf_counter()
         for place in cfg.places:
             pt = Point(comm, mpi_op, cfg, nbytes, place)
-            preps = [prepare_point(comm, mpi_op, cfg, alg, dims, pt, exact=exact) for alg in cfg.algorithms]
+            preps = [prepare_point(comm, mpi_op, cfg, alg, dims, pt, exact=exact, ours=ours) for alg in cfg.algorithms]
             results = time_point(comm, pt, preps, interleave=cfg.interleave)
             for alg, res in zip(cfg.algorithms, results):
                 size_rows.append({

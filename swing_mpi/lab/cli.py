@@ -19,7 +19,7 @@ import time
 from collections.abc import Sequence
 
 from ..topology import Torus
-from .lab import Lab
+from .lab import Lab, parse_placement
 from .plan import DEFAULT_MTU, DEFAULT_PREFIX, DEFAULT_RATE_MBIT, make_plan
 from .system import LabError, LabUnavailableError, cleanup_stale, lab_available
 
@@ -52,6 +52,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="environment variable for every rank (repeatable), e.g. MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM=ring",
     )
     parser.add_argument("-n", "--nprocs", type=int, default=None, help="number of ranks (default: the torus size)")
+    parser.add_argument(
+        "--placement", default=None, metavar="ordered|shuffled[:SEED]|LIST",
+        help="which node each rank runs in: ordered (rank r in node r, default), shuffled (a random permutation, "
+             "seed 1 unless given) or a comma list of nodes by rank; every rank finds its node in $SWING_LAB_NODE "
+             "(swing-mpi bench --node-env SWING_LAB_NODE)")
     parser.add_argument(
         "--plan", action="store_true", help="print the setup and teardown commands and exit (needs no root)"
     )
@@ -93,6 +98,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         torus = Torus.from_spec(args.dims)
         plan = make_plan(torus, prefix=args.prefix, rate_mbit=args.rate_mbit, mtu=args.mtu)
+        placement = parse_placement(getattr(args, "placement", None), torus.size)
     except ValueError as e:
         _say(f"lab: {e}")
         return 2
@@ -121,7 +127,10 @@ def run(args: argparse.Namespace) -> int:
         return 2
     env = _parse_env(args.env)
     try:
-        with Lab(torus, rate_mbit=args.rate_mbit, mtu=args.mtu, prefix=args.prefix, log=_say) as lab:
+        with Lab(torus, rate_mbit=args.rate_mbit, mtu=args.mtu, prefix=args.prefix, log=_say,
+                 placement=placement) as lab:
+            if placement is not None:
+                _say(f"lab: placement, node of each rank: {','.join(map(str, placement))}")
             rc = 0
             if args.check:
                 _say("lab: checking routes and link rates")

@@ -21,6 +21,7 @@ through the emulated links, never through shared memory.
 from __future__ import annotations
 
 import os
+import random
 import secrets
 import shlex
 import shutil
@@ -58,7 +59,7 @@ from .system import (
     run_parallel,
 )
 
-__all__ = ["Lab", "MPI_ENV", "RANK_VARIABLES", "wrapper_script"]
+__all__ = ["Lab", "MPI_ENV", "RANK_VARIABLES", "wrapper_script", "parse_placement"]
 
 #: Environment that makes MPICH talk over the network (TCP through libfabric), never
 #: through shared memory, so every byte crosses the emulated links.
@@ -73,24 +74,59 @@ MPI_ENV: dict[str, str] = {
 RANK_VARIABLES: tuple[str, ...] = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK")
 
 
-def wrapper_script(plan: LabPlan, *, ip: str = "ip") -> str:
+def wrapper_script(plan: LabPlan, *, ip: str = "ip", placement: Sequence[int] | None = None) -> str:
     """Return the shell script that runs ``"$@"`` as this rank inside its node's namespace of ``plan``.
 
     The rank comes from the first of :data:`RANK_VARIABLES` that is set; with none set
-    the script says so and exits 127. The launcher's connection to the rank is an
-    inherited file descriptor (or a socket path), so it crosses the namespace switch.
+    the script says so and exits 127. Rank ``r`` runs in node ``placement[r]`` (default:
+    node ``r``), and finds its node's number in ``$SWING_LAB_NODE`` (``swing-mpi bench
+    --node-env SWING_LAB_NODE`` turns it into torus coordinates). The launcher's
+    connection to the rank is an inherited file descriptor (or a socket path), so it
+    crosses the namespace switch.
     """
     rank = "".join("${" + v + ":-" for v in RANK_VARIABLES) + "}" * len(RANK_VARIABLES)
     names = " or ".join(RANK_VARIABLES)
     head = shlex.quote(f"{plan.prefix}{plan.run_id}n")
+    node = 'n="$r"\n'
+    if placement is not None:
+        table = " ".join(str(int(x)) for x in placement)
+        node = (f'n=$(echo "{table}" | cut -d" " -f$((r + 1)))\n'
+                '[ -n "$n" ] || { echo "lab-exec.sh: rank $r has no node in the placement" >&2; exit 127; }\n')
     return (
         "#!/bin/sh\n"
         "# swing_mpi lab: run this MPI rank inside the network namespace of its torus node.\n"
         f'r="{rank}"\n'
         f'[ -n "$r" ] || {{ echo "lab-exec.sh: no rank in the environment ({names}): '
         'run me under mpiexec" >&2; exit 127; }\n'
-        f'exec {shlex.quote(ip)} netns exec {head}"$r" "$@"\n'
+        + node +
+        "SWING_LAB_NODE=$n\nexport SWING_LAB_NODE\n"
+        f'exec {shlex.quote(ip)} netns exec {head}"$n" "$@"\n'
     )
+
+
+def parse_placement(spec: str | None, size: int) -> tuple[int, ...] | None:
+    """Read ``--placement``: ``ordered`` (None), ``shuffled[:SEED]`` or a comma list of the node of each rank.
+
+    Raises ``ValueError`` unless the result is a permutation of ``0 … size−1``.
+    """
+    if spec is None or spec == "ordered":
+        return None
+    if spec == "shuffled" or spec.startswith("shuffled:"):
+        seed = spec.partition(":")[2]
+        try:
+            rng = random.Random(int(seed) if seed else 1)
+        except ValueError:
+            raise ValueError(f"--placement {spec!r}: the seed must be an integer") from None
+        nodes = list(range(size))
+        rng.shuffle(nodes)
+        return tuple(nodes)
+    try:
+        nodes = [int(x) for x in spec.split(",")]
+    except ValueError:
+        raise ValueError(f"--placement {spec!r}: expected ordered, shuffled[:SEED] or a comma list of nodes") from None
+    if sorted(nodes) != list(range(size)):
+        raise ValueError(f"--placement: {len(nodes)} nodes given, need each of 0..{size - 1} exactly once")
+    return tuple(nodes)
 
 
 class Lab:
@@ -111,9 +147,16 @@ class Lab:
         prefix: str = DEFAULT_PREFIX,
         run_id: str | None = None,
         log: Log | None = None,
+        placement: Sequence[int] | None = None,
     ) -> None:
-        """Plan a lab of ``torus`` (a :class:`Torus`, ``"4x4"`` or a dims tuple); nothing is built yet."""
+        """Plan a lab of ``torus`` (a :class:`Torus`, ``"4x4"`` or a dims tuple); nothing is built yet.
+
+        ``placement[r]`` is the node rank ``r`` runs in (default: node ``r``), a permutation.
+        """
         self.torus = torus if isinstance(torus, Torus) else Torus.from_spec(torus)
+        if placement is not None and sorted(placement) != list(range(self.torus.size)):
+            raise ValueError(f"placement must list each node 0..{self.torus.size - 1} once, got {list(placement)}")
+        self.placement = None if placement is None else tuple(int(x) for x in placement)
         self._prefix = prefix
         self._rate_mbit = rate_mbit
         self._mtu = mtu
@@ -278,7 +321,7 @@ class Lab:
     def _write_wrapper(self) -> None:
         assert self._tmpdir is not None
         path = self._tmpdir / "lab-exec.sh"
-        path.write_text(wrapper_script(self.plan, ip=shutil.which("ip") or "ip"))
+        path.write_text(wrapper_script(self.plan, ip=shutil.which("ip") or "ip", placement=self.placement))
         path.chmod(0o755)
 
     def exec_argv(self, rank: int, cmd: Sequence[str]) -> list[str]:
@@ -300,7 +343,7 @@ class Lab:
         timeout: float = 300,
         mpiexec: str | None = None,
     ) -> list[str]:
-        """Return the command line running ``cmd`` as ``nprocs`` ranks, rank ``r`` in node ``r``.
+        """Return the command line running ``cmd`` as ``nprocs`` ranks, rank ``r`` in node ``r`` (or its placement).
 
         ``env`` is passed to every rank (``-genv``) on top of :data:`MPI_ENV`.
         ``timeout`` becomes ``MPIEXEC_TIMEOUT`` (hydra kills the job after it), set

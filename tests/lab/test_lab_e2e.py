@@ -72,6 +72,46 @@ def test_allreduce_across_a_2x2_lab():
     assert time.perf_counter() - t0 < 60
 
 
+PLACED = textwrap.dedent(
+    """
+    import json, os
+    import numpy as np
+    from mpi4py import MPI
+    import swing_mpi
+    from swing_mpi.topology import Torus
+    c = MPI.COMM_WORLD
+    node = int(os.environ["SWING_LAB_NODE"])
+    comm = swing_mpi.Intracomm(c, coords=Torus((2, 2)).coords(node))
+    a = np.arange(1000, dtype=np.int64) * (c.rank + 1)
+    b = np.empty_like(a)
+    comm.Allreduce(a, b)
+    ok = bool(np.array_equal(b, np.arange(1000) * (c.size * (c.size + 1) // 2)))
+    every = c.gather({"rank": c.rank, "node": node, "ok": ok, "netns": os.stat("/proc/self/ns/net").st_ino})
+    if c.rank == 0:
+        print("LABRESULT " + json.dumps(every), flush=True)
+    """
+)
+
+
+def test_shuffled_placement_runs_each_rank_in_its_node():
+    placement = (2, 0, 3, 1)
+    with Lab("2x2", rate_mbit=1000, placement=placement) as lab:
+        ns_of = {}
+        for node in range(4):  # the namespace inode of each node, seen from inside it
+            out = subprocess.run(lab.exec_argv(node, ["stat", "-L", "-c", "%i", "/proc/self/ns/net"]),
+                                 capture_output=True, text=True, check=True)
+            ns_of[int(out.stdout)] = node
+        proc = lab.run_mpi(["python", "-c", PLACED], timeout=40, capture=True, env={"PYTHONPATH": _ROOT})
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("LABRESULT "))
+        every = json.loads(line.split(" ", 1)[1])
+        assert [e["node"] for e in every] == list(placement)
+        assert [ns_of[e["netns"]] for e in every] == list(placement), "rank r runs in node placement[r]"
+        assert all(e["ok"] for e in every)
+    with pytest.raises(ValueError):
+        Lab("2x2", placement=(0, 0, 1, 2))
+
+
 def test_teardown_on_exception():
     with pytest.raises(RuntimeError, match="boom"):
         with Lab((3,), rate_mbit=1000) as lab:

@@ -59,8 +59,8 @@ def test_bench_table_and_files(mpi_tmp_path, capsys):
 
 def _broken(real, target, corrupt):
     """Wrap ``collective_call`` so that ``target`` runs and then ``corrupt(comm, recv)`` spoils it."""
-    def call(comm_, mpi_op, alg, dims, pt, send, recv):
-        inner = real(comm_, mpi_op, alg, dims, pt, send, recv)
+    def call(comm_, mpi_op, alg, dims, pt, send, recv, ours=None):
+        inner = real(comm_, mpi_op, alg, dims, pt, send, recv, ours)
         if alg != target:
             return inner
 
@@ -177,8 +177,8 @@ def test_bench_allgather_in_place_checks_every_block(monkeypatch):
     p = comm.Get_size()
     real = measure.collective_call
 
-    def lazy(comm_, mpi_op, alg, dims, pt, send, recv):
-        real(comm_, mpi_op, alg, dims, pt, send, recv)  # built, never run
+    def lazy(comm_, mpi_op, alg, dims, pt, send, recv, ours=None):
+        real(comm_, mpi_op, alg, dims, pt, send, recv, ours)  # built, never run
         return lambda: None
 
     monkeypatch.setattr(measure, "collective_call", lazy)
@@ -211,3 +211,38 @@ def test_bench_collective_ours(collective, dtype):
     assert {r["resolved"] for r in rows if r["algorithm"] == "auto"} <= {"native", *algorithms}  # what auto ran
     bad = {(r["algorithm"], r["size"], r["place"]): r["wrong"] for r in rows if r["wrong"] != 0}
     assert not bad
+
+
+def test_bench_node_env_places_our_collectives(monkeypatch, capsys):
+    """``--node-env VAR``: each rank's torus node from ``$VAR``; ours run on Intracomm(coords=...), results right."""
+    from mpi4py import MPI
+
+    from swing_mpi import bench
+    from swing_mpi.bench import measure
+
+    comm = MPI.COMM_WORLD
+    p, r = comm.Get_size(), comm.Get_rank()
+    node = (r * 3 + 1) % p if p % 3 else (p - 1 - r)  # a permutation that is not the identity (p > 1)
+    monkeypatch.setenv("SWING_TEST_NODE", str(node))
+    seen = []
+    real = measure.placed_comm
+
+    def spy(comm_, dims, node_env):
+        got = real(comm_, dims, node_env)
+        seen.append(got)
+        return got
+
+    monkeypatch.setattr(bench.cli, "placed_comm", spy)
+    rc = bench.main(["--sizes", "8,64K", "--algorithms", "native,swing-bw,ring", "--iters", "2", "--warmup", "1",
+                     "--dims", str(p), "--node-env", "SWING_TEST_NODE", "--quiet"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert seen and seen[0].swing_placement == (None if p == 1 else tuple(comm.allgather(node)))
+    if r == 0:
+        for ln in _data_lines(out):
+            assert ln.split()[-1] == "0", ln
+    monkeypatch.delenv("SWING_TEST_NODE")
+    rc = bench.main(["--sizes", "8", "--algorithms", "swing-bw", "--dims", str(p), "--node-env", "SWING_TEST_NODE",
+                     "--quiet"])
+    assert rc == 2
+    assert "SWING_TEST_NODE is not set" in capsys.readouterr().err or r != 0

@@ -226,6 +226,42 @@ def test_wrapper_takes_the_rank_from_any_launcher(tmp_path, env, want):
     assert none.returncode == 127 and "PMI_RANK" in none.stderr and not none.stdout
 
 
+def test_wrapper_places_ranks_and_exports_the_node(tmp_path):
+    import os
+    import subprocess
+
+    from swing_mpi.lab.lab import wrapper_script
+
+    fake_ip = tmp_path / "ip"
+    fake_ip.write_text('#!/bin/sh\necho "$SWING_LAB_NODE" "$@"\n')
+    fake_ip.chmod(0o755)
+    placement = (2, 0, 3, 1)
+    clean = {k: v for k, v in os.environ.items() if k not in ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK")}
+    for place, want in ((None, [0, 1, 2, 3]), (placement, list(placement))):
+        script = tmp_path / "lab-exec.sh"
+        script.write_text(wrapper_script(make_plan("2x2", run_id="ab"), ip=str(fake_ip), placement=place))
+        script.chmod(0o755)
+        for r in range(4):
+            out = subprocess.run([str(script), "prog"], env={**clean, "PMI_RANK": str(r)}, capture_output=True,
+                                 text=True)
+            assert out.returncode == 0, out.stderr
+            assert out.stdout.split() == [str(want[r]), "netns", "exec", f"swlabn{want[r]}", "prog"]
+
+
+def test_parse_placement():
+    from swing_mpi.lab.lab import parse_placement
+
+    assert parse_placement(None, 4) is None and parse_placement("ordered", 4) is None
+    a = parse_placement("shuffled", 16)
+    assert sorted(a) == list(range(16)) and a != tuple(range(16))
+    assert parse_placement("shuffled", 16) == a and parse_placement("shuffled:1", 16) == a
+    assert parse_placement("shuffled:7", 16) != a
+    assert parse_placement("1,0,3,2", 4) == (1, 0, 3, 2)
+    for bad in ("1,1,2,3", "0,1,2", "a,b", "shuffled:x"):
+        with pytest.raises(ValueError):
+            parse_placement(bad, 4)
+
+
 @pytest.mark.parametrize("dims", [(4, 4), (3, 4), (2, 2), (8,), (4, 4, 4), (2,)])
 def test_rate_tests_cover_every_port(dims):
     from swing_mpi.lab.checks import rate_tests
