@@ -27,7 +27,7 @@ for spec in "4 2x2" "16 4x4"; do
     case $size in 8|1024|65536) iters=400 ;; 1048576) iters=60 ;; *) iters=15 ;; esac
     "$MPIEXEC" -n "$n" "$PY" -m mpi4py -m swing_mpi bench --algorithms "auto,$best" --sizes "$size" \
       --dims "$dims" --dtype float64 --op sum --iters $iters --max-time 30 --quiet \
-      --json "h2h-shm-$dims-$size.json" > "h2h-shm-$dims-$size.txt"
+      --json "h2h-shm-$dims-$size.json" > "h2h-shm-$dims-$size.txt" < /dev/null
     h2h+=("h2h-shm-$dims-$size.json")
   done < <("$PY" summarize.py --fastest "bench-shm-$dims.json")
   "$PY" summarize.py "${h2h[@]}" | tee "summary-h2h-shm-$dims.txt"
