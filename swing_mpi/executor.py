@@ -535,28 +535,33 @@ class Plan:
                 reqs.append(comm.Irecv([buf, x.recv_elems, dt], x.peer, tag))
         return reqs
 
-    def _post_src(self, lane: int, step: int, work: np.ndarray, src: np.ndarray) -> list[MPI.Request]:
-        """:meth:`_post` reading bytes not yet written from the input ``src`` (see :meth:`_source_plan`)."""
+    # -- data movement ------------------------------------------------------
+    def _post(self, lane: int, step: int, work: np.ndarray) -> list[MPI.Request]:
+        """Post the receives and sends of one step; with a separate input, read bytes not yet written from it."""
         xs, _ = self.lanes[lane][step]
         tag = self._tag + lane
         reqs = self._post_recvs(xs, work, tag)
+        src = self._src
         dt = self.datatype
         comm = self.comm
         buf: Any
         for x in xs:
             if not x.send_elems:
                 continue
-            for a, b in x.src_pre:
-                work[a:b] = src[a:b]
-            how = x.src_send
-            if isinstance(how, list):
+            how: bool | list[tuple[int, int, bool]] | None = None
+            if src is not None:  # see _source_plan
+                for a, b in x.src_pre:
+                    work[a:b] = src[a:b]
+                how = x.src_send
+            if isinstance(how, list):  # pieces from the input and from the work vector
+                assert src is not None
                 buf = x.send_buf
                 off = 0
                 for a, b, fresh in how:
                     buf[off:off + b - a] = (src if fresh else work)[a:b]
                     off += b - a
             else:
-                base = src if how is True else work
+                base = src if how is True and src is not None else work
                 if x.send_type is not None:
                     reqs.append(comm.Isend([base, 1, x.send_type], x.peer, tag))
                     continue
@@ -570,33 +575,6 @@ class Plan:
                         buf[off:off + b - a] = work[a:b]
                         off += b - a
             reqs.append(comm.Isend([buf, x.send_elems, dt], x.peer, tag))
-        return reqs
-
-    # -- data movement ------------------------------------------------------
-    def _post(self, lane: int, step: int, work: np.ndarray) -> list[MPI.Request]:
-        if self._src is not None:
-            return self._post_src(lane, step, work, self._src)
-        xs, _ = self.lanes[lane][step]
-        tag = self._tag + lane
-        reqs = self._post_recvs(xs, work, tag)
-        buf: Any
-        dt = self.datatype
-        comm = self.comm
-        for x in xs:
-            if x.send_elems:
-                if x.send_type is not None:
-                    reqs.append(comm.Isend([work, 1, x.send_type], x.peer, tag))
-                    continue
-                if x.direct_send:
-                    a, b = x.send[0]
-                    buf = work[a:b]
-                else:
-                    buf = x.send_buf
-                    off = 0
-                    for a, b in x.send:
-                        buf[off:off + b - a] = work[a:b]
-                        off += b - a
-                reqs.append(comm.Isend([buf, x.send_elems, dt], x.peer, tag))
         return reqs
 
     def _apply(self, lane: int, step: int, work: np.ndarray) -> None:
