@@ -109,7 +109,9 @@ class ProbeCounts:
     all_lanes: float
     """Elements moved by all lanes (larger of sent and received), summed over steps."""
     largest_message: float
-    """The largest single message of the step, summed over steps."""
+    """Per step, the larger of its largest single message and a probed rank's bytes out (or in) over its links
+    (a side of 2 is one link: both ports lead to the one neighbour), summed over steps: what the step's busiest
+    link carries at least."""
     reduced: float
     """Elements reduced, summed over steps and lanes (a final combine counts ``slots − 1`` vectors)."""
 
@@ -221,13 +223,14 @@ def probe_counts(algorithm: str, dims: tuple[int, ...], exact: bool, part: str =
     if got is not None:
         return ProbeCounts(int(got[0]), int(got[1]), float(got[2]), float(got[3]), float(got[4]))
     count = _reference_count(dims)
+    links = sum(1 if d == 2 else 2 for d in dims if d > 1)  # a rank's outgoing (and incoming) links
     scheds = [part_of(build_schedule(algorithm, dims, r, count, exact=exact), part) for r in (0, p - 1)]
     steps = lane_steps = 0
     all_lanes = largest = reduced = 0
     for k in range(max(s.nsteps for s in scheds)):
         busy_k = moved_k = big_k = red_k = 0
         for s in scheds:
-            busy = moved = red = 0
+            busy = moved = red = out_k = in_k = 0
             for lane in s.lanes:
                 if k >= len(lane):
                     continue
@@ -245,6 +248,9 @@ def probe_counts(algorithm: str, dims: tuple[int, ...], exact: bool, part: str =
                 m = max(sent, recv)
                 busy += m > 0
                 moved += m
+                out_k += sent
+                in_k += recv
+            big_k = max(big_k, -(-max(out_k, in_k) // links))  # every byte crosses one of the rank's links
             busy_k = max(busy_k, busy)
             moved_k = max(moved_k, moved)
             red_k = max(red_k, red)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["Range", "Transfer", "Step", "Schedule", "REDUCE", "COPY", "ranges_len", "merge_ranges"]
+__all__ = ["Range", "Transfer", "Step", "Schedule", "REDUCE", "COPY", "ranges_len", "merge_ranges", "lane_signs"]
 
 Range = tuple[int, int]
 
@@ -32,6 +32,19 @@ COPY = "copy"
 def ranges_len(ranges: tuple[Range, ...]) -> int:
     """Return the number of elements ``ranges`` cover."""
     return sum(b - a for a, b in ranges)
+
+
+def lane_signs(dims: tuple[int, ...]) -> tuple[int, ...]:
+    """Directions of the lanes of an all-ports schedule: ``(1, -1)`` (plain and mirrored), or ``(1,)``.
+
+    A ring of 2 has one neighbour, so on a torus whose sides are all 2 (a
+    hypercube: 2, 2x2, 2x2x2, ...) a mirrored lane would move exactly as its
+    plain twin, peer for peer and block for block: it would only double the
+    messages. There the ``D`` plain lanes alone use every link. On any other
+    shape the mirrored lanes go the other way round the longer rings.
+    """
+    active = [d for d in dims if d > 1]
+    return (1,) if active and all(d == 2 for d in active) else (1, -1)
 
 
 def merge_ranges(ranges: list[Range] | tuple[Range, ...]) -> tuple[Range, ...]:

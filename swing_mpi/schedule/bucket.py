@@ -22,7 +22,9 @@ Algorithm:
 
     On a square torus the ``A`` plain lanes are in ``A`` different dimensions
     at every step and each mirrored lane uses the opposite direction of its
-    plain twin: the ``2A`` lanes use ``2A`` distinct ports per step.
+    plain twin: the ``2A`` lanes use ``2A`` distinct ports per step. Where
+    every side is 2 the mirrored lanes would repeat the plain ones (a ring of
+    2 has one neighbour) and are left out (:func:`~.base.lane_signs`).
 
 Restrictions:
     Commutative ops (each ring reduces in cyclic order; the API sends
@@ -44,19 +46,19 @@ from __future__ import annotations
 
 from ..blocks import split, split_range
 from ..topology import Torus
-from .base import Schedule, Step
+from .base import Schedule, Step, lane_signs
 from .ring import ring_steps
 
 __all__ = ["build_bucket", "bucket_lanes"]
 
 
 def bucket_lanes(dims: tuple[int, ...]) -> list[tuple[str, list[int], int]]:
-    """``(name, dimension order, sign)`` of every lane (``2A`` of them)."""
+    """``(name, dimension order, sign)`` of every lane (``2A`` of them; ``A`` where every side is 2)."""
     active = [k for k, d in enumerate(dims) if d > 1]
     a = len(active)
     order = [[active[(i + j) % a] for j in range(a)] for i in range(a)]
-    return ([(f"plain-{active[i]}", order[i], 1) for i in range(a)]
-            + [(f"mirrored-{active[i]}", order[i], -1) for i in range(a)])
+    return [(f"{'plain' if sign == 1 else 'mirrored'}-{active[i]}", order[i], sign)
+            for sign in lane_signs(dims) for i in range(a)]
 
 
 def build_bucket(rank: int, dims: tuple[int, ...], count: int, *, algorithm: str = "bucket") -> Schedule:

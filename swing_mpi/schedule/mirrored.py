@@ -30,8 +30,9 @@ Algorithm:
     distinct ports at every step. At the last step in a dimension (``2^t =
     d/2``) both directions reach the same rank over equally short routes;
     each lane is recorded on the port of its own direction (so plain and
-    mirrored twins stay on opposite ports; on a side of 2 the ``+`` and ``−``
-    ports lead to the same neighbour). On rectangular tori short dimensions run out of steps first
+    mirrored twins stay on opposite ports). Where every side is 2 a mirrored
+    lane would repeat its plain twin (one neighbour per dimension): the ``D``
+    plain lanes run alone (:func:`~.base.lane_signs`). On rectangular tori short dimensions run out of steps first
     and lanes then share dimensions (the paper's Eq. 3), as in ``swing-bw``.
 
 Restrictions:

@@ -8,6 +8,9 @@ Algorithm:
     ("lane"): plain lane ``P < D`` starts in dimension ``P`` and moves to the
     next dimension with steps left after each step; mirrored lane ``P ≥ D``
     does the same with the sign flipped, so all ``2D`` ports carry data.
+    Where every side is 2 a ring has one neighbour and a mirrored lane would
+    repeat its plain twin: there the ``D`` plain lanes run alone
+    (:func:`~.base.lane_signs`).
 
     ``swing-bw``: reduce-scatter then all-gather with the Listing-1 block sets
     (``blockset.py``); ``swing-bw-1port`` is the same with one lane.
@@ -65,7 +68,7 @@ from functools import lru_cache
 
 from ..blocks import split, split_range
 from ..topology import Torus
-from .base import COPY, REDUCE, Range, Schedule, Step, Transfer, merge_ranges
+from .base import COPY, REDUCE, Range, Schedule, Step, Transfer, lane_signs, merge_ranges
 from .blockset import bits, blocksets
 from .dimwise import (
     DimwiseLane,
@@ -155,7 +158,7 @@ def _peer_table(dims: tuple[int, ...], start_dim: int, sign: int) -> tuple[tuple
 def _lanes(dims: tuple[int, ...], ports: int) -> list[tuple[str, int, int]]:
     """``(name, start_dim, sign)`` per lane; ``ports`` is 1 or 2D."""
     active = [k for k, d in enumerate(dims) if d > 1]
-    lanes = [(f"plain-{k}", k, 1) for k in active] + [(f"mirrored-{k}", k, -1) for k in active]
+    lanes = [(f"{'plain' if sign == 1 else 'mirrored'}-{k}", k, sign) for sign in lane_signs(dims) for k in active]
     return lanes[:ports] if ports else lanes
 
 

@@ -116,7 +116,7 @@ def _check_bytes_and_steps(alg, dims, scheds, *, hops=False):
     elif alg == "bucket":
         active = [d for d in dims if d > 1]
         nsteps = 2 * sum(d - 1 for d in active)
-        nlanes = 2 * len(active)
+        nlanes = (1 if all(d == 2 for d in active) else 2) * len(active)  # sides of 2: no mirrored lanes
         assert total == 2 * (p - 1) * count
         for s in scheds:
             assert len(s.lanes) == nlanes
@@ -243,12 +243,16 @@ def test_rabenseifner_torus_optimized_peers(dims):
 @pytest.mark.parametrize("dims", [(2,), (4,), (16,), (32,), (2, 2), (4, 4), (8, 8), (2, 2, 2), (4, 4, 4)],
                          ids=_name)
 def test_mirrored_lanes_use_distinct_ports(dims):
-    """Square power-of-two tori: the 2D lanes leave by 2D distinct ports at every step."""
+    """Square power-of-two tori: the 2D lanes leave by 2D distinct ports at every step.
+
+    Where every side is 2 (one neighbour per dimension) the D plain lanes leave in the D dimensions.
+    """
     torus = Torus(dims)
     D = len(dims)
+    hypercube = all(d == 2 for d in dims)
     for r in range(torus.size):
         s = build_schedule("recdoub-mirrored", dims, r, 7 * torus.size)
-        assert len(s.lanes) == 2 * D
+        assert len(s.lanes) == (D if hypercube else 2 * D)
         for step in range(s.nsteps):
             ports = []
             for lane in s.lanes:
@@ -258,18 +262,36 @@ def test_mirrored_lanes_use_distinct_ports(dims):
                 dist = Torus.ring_distance(torus.coords(r)[k], torus.coords(tr.peer)[k], dims[k])
                 assert torus.shift(r, k, sign * dist) == tr.peer
                 ports.append(tr.port)
-            assert sorted(ports) == list(range(2 * D)), (r, step, ports)
+            if hypercube:
+                assert sorted(port // 2 for port in ports) == list(range(D)), (r, step, ports)
+            else:
+                assert sorted(ports) == list(range(2 * D)), (r, step, ports)
 
 
 @pytest.mark.parametrize("dims", [(5,), (3, 3), (4, 4), (2, 2, 2), (3, 3, 3)], ids=_name)
 def test_bucket_lanes_use_distinct_ports(dims):
     torus = Torus(dims)
     D = len(dims)
+    hypercube = all(d == 2 for d in dims)
     for r in range(torus.size):
         s = build_schedule("bucket", dims, r, 64 * torus.size + 1)
         for step in range(s.nsteps):
             sends = [t.port for lane in s.lanes for t in lane[step].transfers if t.send]
-            assert sorted(sends) == list(range(2 * D)), (r, step, sends)
+            if hypercube:  # one neighbour per dimension: one lane in each
+                assert sorted(port // 2 for port in sends) == list(range(D)), (r, step, sends)
+            else:
+                assert sorted(sends) == list(range(2 * D)), (r, step, sends)
+
+
+@pytest.mark.parametrize("dims", [(2,), (2, 2), (2, 2, 2), (2, 1, 2), (4, 2), (2, 4, 2)], ids=_name)
+@pytest.mark.parametrize("alg", ["swing-bw", "bucket", "recdoub-mirrored"])
+def test_hypercube_has_no_mirrored_lanes(alg, dims):
+    """A ring of 2 has one neighbour: on a torus of sides 2 the mirrored lanes would repeat the plain ones."""
+    active = [d for d in dims if d > 1]
+    s = build_schedule(alg, dims, 0, 64)
+    hypercube = all(d == 2 for d in active)
+    assert len(s.lanes) == (len(active) if hypercube else 2 * len(active))
+    assert all(name.startswith("plain") for name in s.lane_names) == hypercube
 
 
 @pytest.mark.parametrize("alg", BASELINES)

@@ -177,13 +177,29 @@ def test_table_round_trip(clean_env):
 
 # -- the model ------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("dims", [(4, 4), (3, 4), (8,), (2, 2, 2), (6, 4)])
-def test_lower_bound_never_above_routed_cost(dims):
+@pytest.mark.parametrize("dims", [(4, 4), (3, 4), (8,), (2,), (5,), (2, 2), (2, 2, 2), (6, 4), (2, 4), (3, 3, 2)])
+@pytest.mark.parametrize("part", ["allreduce", "reduce_scatter", "allgather"])
+def test_lower_bound_never_above_routed_cost(dims, part):
     for a in ALGORITHMS:
+        if part != "allreduce" and part not in ALGORITHMS[a].collectives:
+            continue
         for exact in (True, False):
-            lb = lower_bound(a, dims, exact=exact)
-            c = coefficients(a, dims, exact=exact, network="torus")
+            lb = lower_bound(a, dims, exact=exact, part=part)
+            c = coefficients(a, dims, exact=exact, network="torus", part=part)
             assert lb.steps <= c.steps and lb.moved <= c.moved + 1e-12 and lb.reduced == c.reduced, a
+
+
+def test_lower_bound_counts_every_byte_a_rank_sends():
+    """A lane count does not make a lower bound: bytes a rank sends all cross its links.
+
+    On 2x2 hamiltonian's four lanes of small messages cannot look cheaper than swing-bw's two lanes of
+    larger ones: both send as much through a rank's two links (a side of 2 is one link).
+    """
+    ham = lower_bound("hamiltonian", (2, 2), exact=False, part="reduce_scatter")
+    assert ham.moved == pytest.approx(coefficients("hamiltonian", (2, 2), exact=False, network="torus",
+                                                   part="reduce_scatter").moved)
+    assert choose_collective("reduce_scatter", 4, (2, 2), 16 << 20, exact=False, commutative=True,
+                             tuning=replace(MODEL, network="torus")) == "swing-bw"
 
 
 def test_torus_model_sees_link_sharing_flat_does_not():
