@@ -263,6 +263,8 @@ def run(args: argparse.Namespace) -> int:
     env, rows = run_bench(comm, cfg, start=start, log=log, ours=ours)
     wrong = sum(max(0, int(r["wrong"])) for r in rows)
     if rank == 0:
+        for item in env.get("left_out", []):
+            print(f"# left out {item['algorithm']} from {item['why']}")
         print(f"# Out of bounds values : {wrong} {'OK' if wrong == 0 else 'FAILED'}")
         print(f"# {len(rows)} points in {time.perf_counter() - t_start:.1f} s")
         sys.stdout.flush()

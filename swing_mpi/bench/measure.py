@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..schedule import AUTO, NATIVE
+from ..units import format_size
 from .results import ALLREDUCE, COLLECTIVES, MIN_ITERS, Collective, add_vs_native
 
 if TYPE_CHECKING:
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_MAX_BYTES", "OWN_BUFFERS_MAX", "iterations_for", "point_sizes", "make_input", "Point",
     "collective_function", "collective_call", "count_wrong", "Prepared", "prepare_point", "time_point",
-    "resolve_dims", "environment", "placed_comm", "run_bench",
+    "resolve_dims", "environment", "placed_comm", "run_bench", "MEMORY_SHARE", "memory_budget", "work_bytes",
 ]
 
 DEFAULT_MAX_BYTES = 256 << 20
@@ -37,6 +38,9 @@ DEFAULT_MAX_BYTES = 256 << 20
 
 OWN_BUFFERS_MAX = 1 << 20
 """Sizes up to this many bytes give every algorithm its own arrays (see :class:`Point`)."""
+
+MEMORY_SHARE = 0.6
+"""The share of a node's available memory (``MemAvailable``) the benchmark lets its ranks' buffers use."""
 
 _MPI_OPS = {"sum": "SUM", "prod": "PROD", "max": "MAX", "min": "MIN", "band": "BAND", "bor": "BOR", "bxor": "BXOR"}
 
@@ -443,6 +447,52 @@ def placed_comm(comm: Any, dims: tuple[int, ...], node_env: str | None) -> Any:
     return Intracomm(comm, dims=dims, coords=coords)
 
 
+def _mem_available() -> int | None:
+    """``MemAvailable`` of this machine in bytes (Linux), or None."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def memory_budget(comm: Any) -> tuple[int, int, int] | None:
+    """``(bytes per rank, ranks on the fullest node, its available bytes)``, equal on all ranks; None if unknown.
+
+    A rank's share is :data:`MEMORY_SHARE` of its node's available memory split
+    evenly among the node's ranks; the smallest share over the nodes counts.
+    """
+    from mpi4py import MPI
+
+    node = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    try:
+        avail = node.bcast(_mem_available() if node.Get_rank() == 0 else None, root=0)
+        mine = None if avail is None else (int(MEMORY_SHARE * avail / node.Get_size()), node.Get_size(), avail)
+    finally:
+        node.Free()
+    known = [v for v in comm.allgather(mine) if v is not None]
+    return min(known) if known else None
+
+
+def work_bytes(name: str, dims: tuple[int, ...], rank: int, nbytes: int, itemsize: int, exact: bool) -> int:
+    """About the most bytes one rank allocates to run ``name`` on ``nbytes``, beyond the caller's buffers.
+
+    A plan's scratch is at most a vector (``recdoub``'s; a bandwidth-optimal
+    schedule's is about half); a schedule with ``slots`` (``swing-lat``'s
+    contributions form keeps one vector per rank) adds those; MPI's own
+    collective is taken as one vector of temporary space.
+    """
+    from ..schedule import ALGORITHMS, build_schedule
+
+    if name not in ALGORITHMS:
+        return nbytes
+    s = build_schedule(name, dims, rank, max(0, nbytes // itemsize), exact=exact)
+    return (s.slots + 1) * nbytes if s.slots > 1 else nbytes
+
+
 def run_bench(comm: Any, cfg: Config, *, start: Callable[[dict[str, Any]], None] | None = None,
               log: Callable[[dict[str, Any], list[dict[str, Any]], int, float], None] | None = None,
               ours: Any = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -469,6 +519,9 @@ def run_bench(comm: Any, cfg: Config, *, start: Callable[[dict[str, Any]], None]
     exact = mpi_op is None or is_exact(mpi_op, datatype) or dtype.kind in "iub"
     label = cfg.label or NATIVE
     rows: list[dict[str, Any]] = []
+    budget = memory_budget(comm)
+    left_out: dict[str, str] = {}  # algorithm -> why (from the first size it did not fit on)
+    env["left_out"] = []
     if start is not None and comm.Get_rank() == 0:
         start(env)
     for si, nbytes in enumerate(sizes):
@@ -476,9 +529,12 @@ def run_bench(comm: Any, cfg: Config, *, start: Callable[[dict[str, Any]], None]
         t_size = time.perf_counter()
         for place in cfg.places:
             pt = Point(comm, mpi_op, cfg, nbytes, place)
-            preps = [prepare_point(comm, mpi_op, cfg, alg, dims, pt, exact=exact, ours=ours) for alg in cfg.algorithms]
+            algs = [a for a in cfg.algorithms if a not in left_out]
+            if budget is not None:
+                algs = _fit_memory(comm, algs, left_out, budget, pt, p, mpi_op, datatype, dims, tuning, exact, env)
+            preps = [prepare_point(comm, mpi_op, cfg, alg, dims, pt, exact=exact, ours=ours) for alg in algs]
             results = time_point(comm, pt, preps, interleave=cfg.interleave)
-            for alg, res in zip(cfg.algorithms, results):
+            for alg, res in zip(algs, results):
                 size_rows.append({
                     "size": pt.nbytes, "count": pt.block, "type": cfg.dtype, "redop": cfg.op,
                     "algorithm": alg, "label": label if alg == NATIVE else alg,
@@ -492,3 +548,38 @@ def run_bench(comm: Any, cfg: Config, *, start: Callable[[dict[str, Any]], None]
         if log is not None and comm.Get_rank() == 0:
             log(env, size_rows, si, time.perf_counter() - t_size)
     return env, rows
+
+
+def _fit_memory(comm: Any, algs: list[str], left_out: dict[str, str], budget: tuple[int, int, int], pt: Point,
+                p: int, mpi_op: Any, datatype: Any, dims: tuple[int, ...], tuning: Any, exact: bool,
+                env: dict[str, Any]) -> list[str]:
+    """Leave out the most memory-hungry algorithms until a point's buffers fit the node; say so on rank 0.
+
+    Every algorithm of a point is set up before the first is timed (they run
+    interleaved), so their buffers add up; a point that does not fit would have
+    the kernel kill ranks. ``native`` is never left out. Equal on all ranks.
+    """
+    per_rank, ranks, avail = budget
+    need = {a: work_bytes(_resolved(a, pt, p, mpi_op, datatype, dims, tuning), dims, comm.Get_rank(), pt.nbytes,
+                          datatype.Get_size(), exact) for a in algs}
+    need = {a: comm.allreduce(n, op=_max_op()) for a, n in need.items()}
+    total = 3 * pt.nbytes + sum(need.values())  # the point's own input, output and reference arrays
+    keep = list(algs)
+    for a in sorted((a for a in algs if a != NATIVE), key=lambda a: -need[a]):
+        if total <= per_rank:
+            break
+        why = (f"{format_size(pt.nbytes)}: needs about {format_size(need[a])} per rank, and {ranks} ranks share "
+               f"{format_size(avail)} available on a node (the point's buffers may use {MEMORY_SHARE:.0%})")
+        left_out[a] = why
+        keep.remove(a)
+        total -= need[a]
+        env["left_out"].append({"algorithm": a, "size": pt.nbytes, "why": why})
+        if comm.Get_rank() == 0:
+            print(f"[bench] leaving out {a} from {why}", file=sys.stderr, flush=True)
+    return keep
+
+
+def _max_op() -> Any:
+    from mpi4py import MPI
+
+    return MPI.MAX

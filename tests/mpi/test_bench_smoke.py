@@ -246,3 +246,36 @@ def test_bench_node_env_places_our_collectives(monkeypatch, capsys):
                      "--quiet"])
     assert rc == 2
     assert "SWING_TEST_NODE is not set" in capsys.readouterr().err or r != 0
+
+
+@pytest.mark.mpi(min_size=2)
+def test_bench_leaves_out_what_does_not_fit_in_memory(monkeypatch, capsys):
+    """A point whose buffers would not fit the node drops the hungriest algorithms (never native).
+
+    It says so, drops them at the larger sizes too, and does the same on every rank.
+    """
+    from mpi4py import MPI
+
+    from swing_mpi import bench
+    from swing_mpi.bench import measure
+
+    comm = MPI.COMM_WORLD
+    p = comm.Get_size()
+    real = measure.work_bytes
+
+    def hungry(name, *args):  # swing-lat ten times as hungry as it is: at 1 MiB it needs more than the budget
+        return real(name, *args) * (10 if name == "swing-lat" else 1)
+
+    monkeypatch.setattr(measure, "work_bytes", hungry)
+    monkeypatch.setattr(measure, "memory_budget", lambda comm_: (16 << 20, 8, 80 << 20))
+    env, rows = bench.run_bench(comm, _config("--sizes", "64K,1M,2M", "--algorithms", "native,swing-lat,swing-bw",
+                                              "--iters", "2", "--warmup", "0", "--quiet"))
+    got = {(r["size"], r["algorithm"]) for r in rows}
+    assert all(r["wrong"] == 0 for r in rows)
+    assert real("swing-lat", (p,), 0, 1 << 20, 8, False) >= p << 20  # its contributions form: p copies
+    assert (64 << 10, "swing-lat") in got
+    assert (1 << 20, "swing-lat") not in got and (2 << 20, "swing-lat") not in got
+    assert {(1 << 20, "native"), (2 << 20, "native"), (1 << 20, "swing-bw")} <= got
+    assert [x["algorithm"] for x in env["left_out"]] == ["swing-lat"]
+    assert "1 MiB: needs about" in env["left_out"][0]["why"]
+    assert comm.allgather(sorted(got)) == [sorted(got)] * p
