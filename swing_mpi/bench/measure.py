@@ -459,20 +459,32 @@ def _mem_available() -> int | None:
     return None
 
 
-def memory_budget(comm: Any) -> tuple[int, int, int] | None:
-    """``(bytes per rank, ranks on the fullest node, its available bytes)``, equal on all ranks; None if unknown.
+def _machine_id() -> str:
+    """Return what names the machine whose memory this rank shares.
 
-    A rank's share is :data:`MEMORY_SHARE` of its node's available memory split
-    evenly among the node's ranks; the smallest share over the nodes counts.
+    The running kernel's boot id (network and UTS namespaces, such as the
+    lab's, do not change it), else the host name.
     """
-    from mpi4py import MPI
-
-    node = comm.Split_type(MPI.COMM_TYPE_SHARED)
     try:
-        avail = node.bcast(_mem_available() if node.Get_rank() == 0 else None, root=0)
-        mine = None if avail is None else (int(MEMORY_SHARE * avail / node.Get_size()), node.Get_size(), avail)
-    finally:
-        node.Free()
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
+            return f.read().strip()
+    except OSError:
+        return socket.gethostname()
+
+
+def memory_budget(comm: Any) -> tuple[int, int, int] | None:
+    """``(bytes per rank, ranks on the fullest machine, its available bytes)``, equal on all ranks; None if unknown.
+
+    A rank's share is :data:`MEMORY_SHARE` of its machine's available memory
+    split evenly among the ranks on that machine (ranks are grouped by the
+    kernel they run on, not by MPI's idea of a node: the lab's ranks sit in
+    separate namespaces of one machine); the smallest share counts.
+    """
+    me = _machine_id()
+    ids = comm.allgather(me)
+    here = ids.count(me)
+    avail = _mem_available()
+    mine = None if avail is None else (int(MEMORY_SHARE * avail / here), here, avail)
     known = [v for v in comm.allgather(mine) if v is not None]
     return min(known) if known else None
 

@@ -279,3 +279,19 @@ def test_bench_leaves_out_what_does_not_fit_in_memory(monkeypatch, capsys):
     assert [x["algorithm"] for x in env["left_out"]] == ["swing-lat"]
     assert "1 MiB: needs about" in env["left_out"][0]["why"]
     assert comm.allgather(sorted(got)) == [sorted(got)] * p
+
+
+@pytest.mark.mpi(min_size=1)
+def test_memory_budget_counts_every_rank_of_the_machine():
+    """Ranks of one machine share its memory however MPI groups them (the lab puts each in its own namespace)."""
+    from mpi4py import MPI
+
+    from swing_mpi.bench import measure
+
+    comm = MPI.COMM_WORLD
+    budget = measure.memory_budget(comm)
+    assert budget is not None  # Linux: /proc/meminfo
+    per_rank, ranks, avail = budget
+    assert ranks == comm.Get_size()  # the tests run on one machine
+    assert per_rank == int(measure.MEMORY_SHARE * avail / ranks)
+    assert comm.allgather(budget) == [budget] * comm.Get_size()
