@@ -492,17 +492,21 @@ def memory_budget(comm: Any) -> tuple[int, int, int] | None:
 def work_bytes(name: str, dims: tuple[int, ...], rank: int, nbytes: int, itemsize: int, exact: bool) -> int:
     """About the most bytes one rank allocates to run ``name`` on ``nbytes``, beyond the caller's buffers.
 
-    A plan's scratch is at most a vector (``recdoub``'s; a bandwidth-optimal
-    schedule's is about half); a schedule with ``slots`` (``swing-lat``'s
-    contributions form keeps one vector per rank) adds those; MPI's own
-    collective is taken as one vector of temporary space.
+    A plan's scratch holds what a step receives before it is reduced: the
+    largest step's receives over all lanes (half a vector for the
+    bandwidth-optimal schedules, a whole one for ``recdoub``); a schedule with
+    ``slots`` (``swing-lat``'s contributions form keeps one vector per rank)
+    adds those. MPI's own collective is taken as one vector of temporary space.
     """
     from ..schedule import ALGORITHMS, build_schedule
 
     if name not in ALGORITHMS:
         return nbytes
     s = build_schedule(name, dims, rank, max(0, nbytes // itemsize), exact=exact)
-    return (s.slots + 1) * nbytes if s.slots > 1 else nbytes
+    steps = max((len(lane) for lane in s.lanes), default=0)
+    step_recv = max((sum(t.recv_count for lane in s.lanes if k < len(lane) for t in lane[k].transfers)
+                     for k in range(steps)), default=0)
+    return step_recv * itemsize + (s.slots * nbytes if s.slots > 1 else 0)
 
 
 def run_bench(comm: Any, cfg: Config, *, start: Callable[[dict[str, Any]], None] | None = None,
@@ -572,12 +576,14 @@ def _fit_memory(comm: Any, algs: list[str], left_out: dict[str, str], budget: tu
     the kernel kill ranks. ``native`` is never left out. Equal on all ranks.
     """
     per_rank, ranks, avail = budget
-    need = {a: work_bytes(_resolved(a, pt, p, mpi_op, datatype, dims, tuning), dims, comm.Get_rank(), pt.nbytes,
-                          datatype.Get_size(), exact) for a in algs}
+    runs = {a: _resolved(a, pt, p, mpi_op, datatype, dims, tuning) for a in algs}
+    need = {a: 0 if a == AUTO and runs[a] in algs else  # auto shares the plan of the algorithm it runs
+            work_bytes(runs[a], dims, comm.Get_rank(), pt.nbytes, datatype.Get_size(), exact) for a in algs}
     need = {a: comm.allreduce(n, op=_max_op()) for a, n in need.items()}
     total = 3 * pt.nbytes + sum(need.values())  # the point's own input, output and reference arrays
     keep = list(algs)
-    for a in sorted((a for a in algs if a != NATIVE), key=lambda a: -need[a]):
+    # the hungriest first; among equals, the one named last
+    for a in sorted((a for a in algs if a != NATIVE), key=lambda a: (-need[a], -algs.index(a))):
         if total <= per_rank:
             break
         why = (f"{format_size(pt.nbytes)}: needs about {format_size(need[a])} per rank, and {ranks} ranks share "
