@@ -45,7 +45,8 @@ one run per forced algorithm and merges them (``--label mpich-ring`` names
 the native rows of such a run).
 
 Modules: :mod:`~swing_mpi.bench.cli` (options, run), :mod:`~swing_mpi.bench.measure`
-(points, buffers, timing, validation), :mod:`~swing_mpi.bench.results` (table,
+(points, buffers, timing, validation), :mod:`~swing_mpi.bench.memory` (leaves out
+what a point's buffers cannot hold), :mod:`~swing_mpi.bench.results` (table,
 files, derived columns), :mod:`~swing_mpi.bench.plot` (matplotlib). MPI is
 imported only while measuring: parsing, formatting and plotting work without it.
 """

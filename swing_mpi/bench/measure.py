@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..schedule import AUTO, NATIVE
-from ..units import format_size
+from . import memory
 from .results import ALLREDUCE, COLLECTIVES, MIN_ITERS, Collective, add_vs_native
 
 if TYPE_CHECKING:
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_MAX_BYTES", "OWN_BUFFERS_MAX", "iterations_for", "point_sizes", "make_input", "Point",
     "collective_function", "collective_call", "count_wrong", "Prepared", "prepare_point", "time_point",
-    "resolve_dims", "environment", "placed_comm", "run_bench", "MEMORY_SHARE", "memory_budget", "work_bytes",
+    "resolve_dims", "environment", "placed_comm", "run_bench",
 ]
 
 DEFAULT_MAX_BYTES = 256 << 20
@@ -38,9 +38,6 @@ DEFAULT_MAX_BYTES = 256 << 20
 
 OWN_BUFFERS_MAX = 1 << 20
 """Sizes up to this many bytes give every algorithm its own arrays (see :class:`Point`)."""
-
-MEMORY_SHARE = 0.6
-"""The share of a node's available memory (``MemAvailable``) the benchmark lets its ranks' buffers use."""
 
 _MPI_OPS = {"sum": "SUM", "prod": "PROD", "max": "MAX", "min": "MIN", "band": "BAND", "bor": "BOR", "bxor": "BXOR"}
 
@@ -447,68 +444,6 @@ def placed_comm(comm: Any, dims: tuple[int, ...], node_env: str | None) -> Any:
     return Intracomm(comm, dims=dims, coords=coords)
 
 
-def _mem_available() -> int | None:
-    """``MemAvailable`` of this machine in bytes (Linux), or None."""
-    try:
-        with open("/proc/meminfo", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
-
-
-def _machine_id() -> str:
-    """Return what names the machine whose memory this rank shares.
-
-    The running kernel's boot id (network and UTS namespaces, such as the
-    lab's, do not change it), else the host name.
-    """
-    try:
-        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
-            return f.read().strip()
-    except OSError:
-        return socket.gethostname()
-
-
-def memory_budget(comm: Any) -> tuple[int, int, int] | None:
-    """``(bytes per rank, ranks on the fullest machine, its available bytes)``, equal on all ranks; None if unknown.
-
-    A rank's share is :data:`MEMORY_SHARE` of its machine's available memory
-    split evenly among the ranks on that machine (ranks are grouped by the
-    kernel they run on, not by MPI's idea of a node: the lab's ranks sit in
-    separate namespaces of one machine); the smallest share counts.
-    """
-    me = _machine_id()
-    ids = comm.allgather(me)
-    here = ids.count(me)
-    avail = _mem_available()
-    mine = None if avail is None else (int(MEMORY_SHARE * avail / here), here, avail)
-    known = [v for v in comm.allgather(mine) if v is not None]
-    return min(known) if known else None
-
-
-def work_bytes(name: str, dims: tuple[int, ...], rank: int, nbytes: int, itemsize: int, exact: bool) -> int:
-    """About the most bytes one rank allocates to run ``name`` on ``nbytes``, beyond the caller's buffers.
-
-    A plan's scratch holds what a step receives before it is reduced: the
-    largest step's receives over all lanes (half a vector for the
-    bandwidth-optimal schedules, a whole one for ``recdoub``); a schedule with
-    ``slots`` (``swing-lat``'s contributions form keeps one vector per rank)
-    adds those. MPI's own collective is taken as one vector of temporary space.
-    """
-    from ..schedule import ALGORITHMS, build_schedule
-
-    if name not in ALGORITHMS:
-        return nbytes
-    s = build_schedule(name, dims, rank, max(0, nbytes // itemsize), exact=exact)
-    steps = max((len(lane) for lane in s.lanes), default=0)
-    step_recv = max((sum(t.recv_count for lane in s.lanes if k < len(lane) for t in lane[k].transfers)
-                     for k in range(steps)), default=0)
-    return step_recv * itemsize + (s.slots * nbytes if s.slots > 1 else 0)
-
-
 def run_bench(comm: Any, cfg: Config, *, start: Callable[[dict[str, Any]], None] | None = None,
               log: Callable[[dict[str, Any], list[dict[str, Any]], int, float], None] | None = None,
               ours: Any = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -535,7 +470,7 @@ def run_bench(comm: Any, cfg: Config, *, start: Callable[[dict[str, Any]], None]
     exact = mpi_op is None or is_exact(mpi_op, datatype) or dtype.kind in "iub"
     label = cfg.label or NATIVE
     rows: list[dict[str, Any]] = []
-    budget = memory_budget(comm)
+    budget = memory.memory_budget(comm)
     left_out: dict[str, str] = {}  # algorithm -> why (from the first size it did not fit on)
     env["left_out"] = []
     if start is not None and comm.Get_rank() == 0:
@@ -547,7 +482,9 @@ def run_bench(comm: Any, cfg: Config, *, start: Callable[[dict[str, Any]], None]
             pt = Point(comm, mpi_op, cfg, nbytes, place)
             algs = [a for a in cfg.algorithms if a not in left_out]
             if budget is not None:
-                algs = _fit_memory(comm, algs, left_out, budget, pt, p, mpi_op, datatype, dims, tuning, exact, env)
+                runs = {a: _resolved(a, pt, p, mpi_op, datatype, dims, tuning) for a in algs}
+                algs = memory.fit(comm, algs, runs, left_out, budget, pt.nbytes, datatype.Get_size(), dims, exact,
+                                  env["left_out"])
             preps = [prepare_point(comm, mpi_op, cfg, alg, dims, pt, exact=exact, ours=ours) for alg in algs]
             results = time_point(comm, pt, preps, interleave=cfg.interleave)
             for alg, res in zip(algs, results):
@@ -565,39 +502,3 @@ def run_bench(comm: Any, cfg: Config, *, start: Callable[[dict[str, Any]], None]
             log(env, size_rows, si, time.perf_counter() - t_size)
     return env, rows
 
-
-def _fit_memory(comm: Any, algs: list[str], left_out: dict[str, str], budget: tuple[int, int, int], pt: Point,
-                p: int, mpi_op: Any, datatype: Any, dims: tuple[int, ...], tuning: Any, exact: bool,
-                env: dict[str, Any]) -> list[str]:
-    """Leave out the most memory-hungry algorithms until a point's buffers fit the node; say so on rank 0.
-
-    Every algorithm of a point is set up before the first is timed (they run
-    interleaved), so their buffers add up; a point that does not fit would have
-    the kernel kill ranks. ``native`` is never left out. Equal on all ranks.
-    """
-    per_rank, ranks, avail = budget
-    runs = {a: _resolved(a, pt, p, mpi_op, datatype, dims, tuning) for a in algs}
-    need = {a: 0 if a == AUTO and runs[a] in algs else  # auto shares the plan of the algorithm it runs
-            work_bytes(runs[a], dims, comm.Get_rank(), pt.nbytes, datatype.Get_size(), exact) for a in algs}
-    need = {a: comm.allreduce(n, op=_max_op()) for a, n in need.items()}
-    total = 3 * pt.nbytes + sum(need.values())  # the point's own input, output and reference arrays
-    keep = list(algs)
-    # the hungriest first; among equals, the one named last
-    for a in sorted((a for a in algs if a != NATIVE), key=lambda a: (-need[a], -algs.index(a))):
-        if total <= per_rank:
-            break
-        why = (f"{format_size(pt.nbytes)}: needs about {format_size(need[a])} per rank, and {ranks} ranks share "
-               f"{format_size(avail)} available on a node (the point's buffers may use {MEMORY_SHARE:.0%})")
-        left_out[a] = why
-        keep.remove(a)
-        total -= need[a]
-        env["left_out"].append({"algorithm": a, "size": pt.nbytes, "why": why})
-        if comm.Get_rank() == 0:
-            print(f"[bench] leaving out {a} from {why}", file=sys.stderr, flush=True)
-    return keep
-
-
-def _max_op() -> Any:
-    from mpi4py import MPI
-
-    return MPI.MAX

@@ -257,17 +257,17 @@ def test_bench_leaves_out_what_does_not_fit_in_memory(monkeypatch, capsys):
     from mpi4py import MPI
 
     from swing_mpi import bench
-    from swing_mpi.bench import measure
+    from swing_mpi.bench import memory
 
     comm = MPI.COMM_WORLD
     p = comm.Get_size()
-    real = measure.work_bytes
+    real = memory.work_bytes
 
     def hungry(name, *args):  # swing-lat ten times as hungry as it is: at 1 MiB it needs more than the budget
         return real(name, *args) * (10 if name == "swing-lat" else 1)
 
-    monkeypatch.setattr(measure, "work_bytes", hungry)
-    monkeypatch.setattr(measure, "memory_budget", lambda comm_: (16 << 20, 8, 80 << 20))
+    monkeypatch.setattr(memory, "work_bytes", hungry)
+    monkeypatch.setattr(memory, "memory_budget", lambda comm_: (16 << 20, 8, 80 << 20))
     env, rows = bench.run_bench(comm, _config("--sizes", "64K,1M,2M", "--algorithms", "native,swing-lat,swing-bw",
                                               "--iters", "2", "--warmup", "0", "--quiet"))
     got = {(r["size"], r["algorithm"]) for r in rows}
@@ -286,12 +286,12 @@ def test_memory_budget_counts_every_rank_of_the_machine():
     """Ranks of one machine share its memory however MPI groups them (the lab puts each in its own namespace)."""
     from mpi4py import MPI
 
-    from swing_mpi.bench import measure
+    from swing_mpi.bench import memory
 
     comm = MPI.COMM_WORLD
-    budget = measure.memory_budget(comm)
+    budget = memory.memory_budget(comm)
     assert budget is not None  # Linux: /proc/meminfo
     per_rank, ranks, avail = budget
     assert ranks == comm.Get_size()  # the tests run on one machine
-    assert per_rank == int(measure.MEMORY_SHARE * avail / ranks)
+    assert per_rank == int(memory.MEMORY_SHARE * avail / ranks)
     assert comm.allgather(budget) == [budget] * comm.Get_size()
