@@ -19,7 +19,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["Range", "Transfer", "Step", "Schedule", "REDUCE", "COPY", "ranges_len", "merge_ranges", "lane_signs"]
+__all__ = ["Range", "Transfer", "Step", "Schedule", "REDUCE", "COPY", "ranges_len", "merge_ranges", "lane_signs",
+           "port_lanes"]
 
 Range = tuple[int, int]
 
@@ -45,6 +46,16 @@ def lane_signs(dims: tuple[int, ...]) -> tuple[int, ...]:
     """
     active = [d for d in dims if d > 1]
     return (1,) if active and all(d == 2 for d in active) else (1, -1)
+
+
+def port_lanes(dims: tuple[int, ...]) -> list[tuple[str, int, int]]:
+    """Return ``(name, start dimension, sign)`` of every lane of an all-ports schedule.
+
+    ``plain-k`` for every dimension ``k`` of side > 1, then ``mirrored-k``
+    unless :func:`lane_signs` leaves them out.
+    """
+    active = [k for k, d in enumerate(dims) if d > 1]
+    return [(f"{'plain' if sign == 1 else 'mirrored'}-{k}", k, sign) for sign in lane_signs(dims) for k in active]
 
 
 def merge_ranges(ranges: list[Range] | tuple[Range, ...]) -> tuple[Range, ...]:

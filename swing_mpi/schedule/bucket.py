@@ -46,7 +46,7 @@ from __future__ import annotations
 
 from ..blocks import split, split_range
 from ..topology import Torus
-from .base import Schedule, Step, lane_signs
+from .base import Schedule, Step, port_lanes
 from .ring import ring_steps
 
 __all__ = ["build_bucket", "bucket_lanes"]
@@ -57,8 +57,7 @@ def bucket_lanes(dims: tuple[int, ...]) -> list[tuple[str, list[int], int]]:
     active = [k for k, d in enumerate(dims) if d > 1]
     a = len(active)
     order = [[active[(i + j) % a] for j in range(a)] for i in range(a)]
-    return [(f"{'plain' if sign == 1 else 'mirrored'}-{active[i]}", order[i], sign)
-            for sign in lane_signs(dims) for i in range(a)]
+    return [(name, order[active.index(k)], sign) for name, k, sign in port_lanes(dims)]
 
 
 def build_bucket(rank: int, dims: tuple[int, ...], count: int, *, algorithm: str = "bucket") -> Schedule:

@@ -44,7 +44,7 @@ from collections.abc import Callable
 
 from ..blocks import split, split_range
 from ..topology import Torus
-from .base import Schedule, Step, lane_signs, merge_ranges
+from .base import Schedule, Step, merge_ranges, port_lanes
 from .blockset import place_blocks, rs_ag_lane
 from .recdoub import fold_ranks, fold_real, fold_steps, fold_virtual
 from .swing import dim_peer_table, lane_plan
@@ -105,12 +105,10 @@ def build_xor_bw(rank: int, dims: tuple[int, ...], count: int, *, mirrored: bool
         def to_rank(v: int) -> int:
             return fold_real(v, rem)
 
-    active = [k for k, d in enumerate(vdims) if d > 1]
     if mirrored:
-        lanes = [(f"{'plain' if sign == 1 else 'mirrored'}-{k}", k, sign)
-                 for sign in lane_signs(vdims) for k in active]
+        lanes = port_lanes(vdims)
     else:
-        lanes = [("xor", active[0], 1)]
+        lanes = [("xor", next(k for k, d in enumerate(vdims) if d > 1), 1)]
     parts = split(count, len(lanes))
     out_lanes: list[tuple[Step, ...]] = []
     owned = []  # per lane, the range each rank owns after the reduce-scatter (for schedule/halves.py)

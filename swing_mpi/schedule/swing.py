@@ -68,7 +68,7 @@ from functools import lru_cache
 
 from ..blocks import split, split_range
 from ..topology import Torus
-from .base import COPY, REDUCE, Range, Schedule, Step, Transfer, lane_signs, merge_ranges
+from .base import COPY, REDUCE, Range, Schedule, Step, Transfer, merge_ranges, port_lanes
 from .blockset import bits, blocksets
 from .dimwise import (
     DimwiseLane,
@@ -157,8 +157,7 @@ def _peer_table(dims: tuple[int, ...], start_dim: int, sign: int) -> tuple[tuple
 
 def _lanes(dims: tuple[int, ...], ports: int) -> list[tuple[str, int, int]]:
     """``(name, start_dim, sign)`` per lane; ``ports`` is 1 or 2D."""
-    active = [k for k, d in enumerate(dims) if d > 1]
-    lanes = [(f"{'plain' if sign == 1 else 'mirrored'}-{k}", k, sign) for sign in lane_signs(dims) for k in active]
+    lanes = port_lanes(dims)
     return lanes[:ports] if ports else lanes
 
 
