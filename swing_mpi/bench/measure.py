@@ -481,8 +481,8 @@ def run_bench(comm: Any, cfg: Config, *, start: Callable[[dict[str, Any]], None]
         for place in cfg.places:
             pt = Point(comm, mpi_op, cfg, nbytes, place)
             algs = [a for a in cfg.algorithms if a not in left_out]
+            runs = {a: _resolved(a, pt, p, mpi_op, datatype, dims, tuning) for a in algs}
             if budget is not None:
-                runs = {a: _resolved(a, pt, p, mpi_op, datatype, dims, tuning) for a in algs}
                 algs = memory.fit(comm, algs, runs, left_out, budget, pt.nbytes, datatype.Get_size(), dims, exact,
                                   env["left_out"])
             preps = [prepare_point(comm, mpi_op, cfg, alg, dims, pt, exact=exact, ours=ours) for alg in algs]
@@ -491,7 +491,7 @@ def run_bench(comm: Any, cfg: Config, *, start: Callable[[dict[str, Any]], None]
                 size_rows.append({
                     "size": pt.nbytes, "count": pt.block, "type": cfg.dtype, "redop": cfg.op,
                     "algorithm": alg, "label": label if alg == NATIVE else alg,
-                    "resolved": _resolved(alg, pt, p, mpi_op, datatype, dims, tuning),
+                    "resolved": runs[alg],
                     "place": place, "p": p, "dims": env["dims"], "mpich_algorithm": env["mpich_algorithm"],
                     "warmup": cfg.warmup, **res, "vs_native": None, "model_us": None, "collective": coll.name,
                 })
@@ -501,4 +501,3 @@ def run_bench(comm: Any, cfg: Config, *, start: Callable[[dict[str, Any]], None]
         if log is not None and comm.Get_rank() == 0:
             log(env, size_rows, si, time.perf_counter() - t_size)
     return env, rows
-

@@ -15,6 +15,8 @@ import socket
 import sys
 from typing import Any
 
+import numpy as np
+
 from ..schedule import AUTO, NATIVE
 from ..units import format_size
 
@@ -98,9 +100,10 @@ def fit(comm: Any, algs: list[str], runs: dict[str, str], left_out: dict[str, st
     from mpi4py import MPI
 
     per_rank, ranks, avail = budget
-    need = {a: 0 if a == AUTO and runs[a] in algs else
-            work_bytes(runs[a], dims, comm.Get_rank(), nbytes, itemsize, exact) for a in algs}
-    need = {a: comm.allreduce(n, op=MPI.MAX) for a, n in need.items()}
+    mine = np.array([0 if a == AUTO and runs[a] in algs else
+                     work_bytes(runs[a], dims, comm.Get_rank(), nbytes, itemsize, exact) for a in algs], np.int64)
+    comm.Allreduce(MPI.IN_PLACE, mine, op=MPI.MAX)  # one collective for the point, not one per algorithm
+    need = dict(zip(algs, (int(n) for n in mine)))
     total = 3 * nbytes + sum(need.values())  # the point's own input, output and reference arrays
     keep = list(algs)
     # the hungriest first; among equals, the one named last
