@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SIZES = [1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 16]
+SIZES = [1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 15, 16]
 
 
 OPEN_MPI_ENV = {

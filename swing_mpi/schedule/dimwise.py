@@ -13,6 +13,10 @@ Algorithm:
     - *circulant*: any ``d``, ``⌈log2 d⌉`` steps; at step ``t`` every node
       sends to the node ``s_t`` ahead (``1, 2, 4, …`` and ``d − 2^{L−1}``
       last), the data halving on every node (:func:`circulant_program`);
+    - *two-way*: odd ``d``, ``(d−1)/2`` steps of one block to each
+      neighbour, every block's partial converging on its owner from both
+      sides (:func:`twoway_program`); with mixed radices, e.g. ``15 = 5·3``,
+      two-way steps of skip 1 then of skip 5, ``2 + 1`` steps;
     - *extra node* (the paper's odd-``p`` scheme, kept for comparison): an
       even program on ``0 … d−2`` while the extra node ``e = d−1`` trades
       directly with every other node;
@@ -52,6 +56,8 @@ Cost:
 
 from __future__ import annotations
 
+import itertools
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -62,7 +68,8 @@ from .blockset import bits, blocksets
 
 __all__ = [
     "RingProgram", "involution_program", "extra_node_program", "ring_program", "mirror_program",
-    "check_program", "ring_loads", "circulant_program", "interleave", "DimwiseLane", "dimwise_lane",
+    "check_program", "ring_loads", "link_loads", "circulant_program", "twoway_program",
+    "odd_radices", "interleave", "DimwiseLane", "dimwise_lane",
     "lane_order", "lane_blocks",
 ]
 
@@ -184,6 +191,60 @@ def circulant_program(d: int) -> RingProgram:
             rows[t][c][q] = rows[t][c].get(q, 0) | (1 << ((c + j) % d))
     return _program(d, rows, "circulant")
 
+def twoway_program(d: int, radices: Sequence[int] | None = None) -> RingProgram:
+    """Build the two-way program of an odd ring: every block converges on its owner from both sides.
+
+    With one radix (the default, ``d`` itself) and ``h = (d−1)/2``: at step
+    ``t < h`` node ``c`` sends its partial of block ``c + h − t`` to ``c + 1``
+    and of block ``c − (h − t)`` to ``c − 1``. The partial of block ``o``
+    starts at ``o − h`` and ``o + h`` and gains one node per step on each side,
+    so ``o`` has every contribution after ``h`` steps, and every message goes
+    one hop: ``d − 1`` block-hops in all, the ring's minimum, in about half of
+    a one-way ring's steps. Both ports of the dimension carry a block at
+    every step (the mirrored lane runs the same moves).
+
+    Mixed radices ``r_0·r_1·… = d`` (odd, each ≥ 3): offset ``j`` is written
+    with balanced digits ``a_i ∈ [−(r_i−1)/2, (r_i−1)/2]``, ``j = Σ a_i·S_i``
+    with ``S_i = r_0·…·r_{i−1}``; the digits are reduced one radix after the
+    other, each by the two-way steps of skip ``±S_i``. ``Σ (r_i−1)/2`` steps
+    (``15 = 5·3``: 3), at the price of the longer skips.
+    """
+    if d % 2 == 0 or d < 3:
+        raise ValueError(f"the two-way program needs an odd ring of at least 3, got {d}")
+    radices = tuple(radices) if radices else (d,)
+    if math.prod(radices) != d or any(r % 2 == 0 or r < 3 for r in radices):
+        raise ValueError(f"radices {radices} are not odd factors (>= 3) of {d}")
+    strides, halves = [], []
+    stride = 1
+    for r in radices:
+        strides.append(stride)
+        halves.append((r - 1) // 2)
+        stride *= r
+    rows: list[list[dict[int, int]]] = [[{} for _ in range(d)] for _ in range(sum(halves))]
+    for digits in itertools.product(*[range(-h, h + 1) for h in halves]):
+        j = sum(a * s for a, s in zip(digits, strides)) % d
+        first = 0  # the first move of block j: the lowest nonzero digit, |a| steps before its radix ends
+        for s, h, a in zip(strides, halves, digits):
+            if a:
+                t, skip = first + h - abs(a), s if a > 0 else -s
+                for c in range(d):
+                    q = (c + skip) % d
+                    rows[t][c][q] = rows[t][c].get(q, 0) | (1 << ((c + j) % d))
+                break
+            first += h
+    kind = "two-way" if len(radices) == 1 else "two-way-" + "x".join(map(str, radices))
+    return _program(d, rows, kind)
+
+
+def odd_radices(d: int) -> list[tuple[int, ...]]:
+    """Every ordered factorization of an odd ``d`` into odd factors ≥ 3 (``(d,)`` first)."""
+    out: list[tuple[int, ...]] = [(d,)]
+    for f in range(3, d):
+        if d % f == 0 and f % 2:
+            out.extend((f,) + rest for rest in odd_radices(d // f))
+    return out
+
+
 def ring_program(d: int, direction: int = 1) -> RingProgram:
     """Ring reduce-scatter: at step ``t`` node ``c`` sends block ``c − direction·(t+1)`` to ``c + direction``."""
     rows = [[{(c + direction) % d: 1 << ((c - direction * (t + 1)) % d)} for c in range(d)] for t in range(d - 1)]
@@ -253,11 +314,16 @@ def check_program(prog: RingProgram) -> None:
                 raise ValueError(f"node {c} ends with block {b} summing {bin(contrib[c][b])}, wants {bin(want)}")
 
 
-def ring_loads(prog: RingProgram) -> list[float]:
-    """Per step: the most block coordinates on one directed link of the ring, divided by ``d``.
+def link_loads(prog: RingProgram) -> list[dict[tuple[int, int], int]]:
+    """Per step: block coordinates on every directed link ``(node, ±1)`` of the ring (cached).
 
     Messages take the shorter way round (a tie the ``+`` way), as on the torus.
     """
+    return [dict(x) for x in _link_loads(prog)]
+
+
+@lru_cache(maxsize=512)
+def _link_loads(prog: RingProgram) -> tuple[tuple[tuple[tuple[int, int], int], ...], ...]:
     d = prog.d
     out = []
     for row in prog.sends:
@@ -271,8 +337,13 @@ def ring_loads(prog: RingProgram) -> list[float]:
                 for _ in range(hops):
                     link[(x, step)] = link.get((x, step), 0) + n
                     x = (x + step) % d
-        out.append(max(link.values(), default=0) / d)
-    return out
+        out.append(tuple(sorted(link.items())))
+    return tuple(out)
+
+
+def ring_loads(prog: RingProgram) -> list[float]:
+    """Per step: the most block coordinates on one directed link of the ring, divided by ``d``."""
+    return [max((n for _, n in row), default=0) / prog.d for row in _link_loads(prog)]
 
 
 def interleave(steps: Sequence[int], start_dim: int) -> list[tuple[int, int]]:

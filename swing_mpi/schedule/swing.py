@@ -32,30 +32,33 @@ Torus locality on every shape:
       :data:`EVEN_OFFSETS` (found by :func:`search_offsets`; e.g. 6: 1, −1, 1
       instead of 1, −1, 3). Same steps, less traffic: routed Ξ on 6x6 1.279 →
       0.972, 10x10 1.456 → 1.050, 12x12 1.243 → 1.076;
-    - odd side: the circulant program (:func:`~.dimwise.circulant_program`):
-      ``⌈log2 d⌉`` steps; at step ``t`` every node sends to the node
-      ``1, 2, 4, …`` ahead (``d − 2^{L−1}`` at the last step), so the data
-      halves on every node and a lane uses one port per step, its mirror the
-      other (for ``d = 3`` it is the two-step ring).
+    - odd side: a program chosen per lane by the lockstep link loads
+      (:mod:`.programs`) among the circulant
+      (:func:`~.dimwise.circulant_program`: ``⌈log2 d⌉`` steps, skips
+      ``1, 2, 4, …`` and ``d − 2^{L−1}`` last, the data halving every step)
+      and the two-way programs (:func:`~.dimwise.twoway_program`: one block to
+      each neighbour per step, the ring's minimum of block-hops, in
+      ``(d−1)/2`` steps, or mixed radices such as ``15 = 5·3`` in 3), never
+      more steps than the circulant.
 
-    Why the circulant, from the routed model (ceilings of swing-bw): the
-    paper's extra node, on a torus, holds more data than the other nodes of
-    its ring for a while, and the other dimensions' steps then carry that
-    much more on the extra node's row; its direct trades also take long
-    routes (3x4 86%, 5x8 56%, 7x8 54%, 15x16 50% with the trades spread over
-    the steps, worse with all of them in the last one). Relaying the extra
-    node's partials through its two neighbours gives 5x8 59%, 7x8 60%, 15x16
-    58%; ring steps in the odd dimension 5x8 60%, 7x8 52%, 15x16 38% (light
-    steps in lockstep with the other lanes' heavy ones). The circulant has
-    every node halve every step: 3x4 92%, 3x4x4 87%, 5x8 75.5%, 7x8 73%,
-    15x16 69%, 5x5 86%, 7x7 74%, 9x9 73%. What it still loses against a
-    power-of-two side is distance: skips ``1, 2, 4`` are recursive doubling's,
-    where Swing's even sides move ``1, 1, 3``. ``swing-bw-1port`` runs the
-    first lane. ``swing-lat`` folds every side that is not a power of two
-    inside its own dimension, so its peers too differ in one coordinate.
+    Why, from the routed model (ceilings of swing-bw): the paper's extra
+    node, on a torus, holds more data than the other nodes of its ring for a
+    while, and the other dimensions' steps then carry that much more on the
+    extra node's row; its direct trades also take long routes (3x4 86%, 5x8
+    56%, 7x8 54%, 15x16 50%). Relaying through its neighbours gives 5x8 59%,
+    7x8 60%, 15x16 58%; one-way ring steps 60%, 52%, 38%. The circulant alone
+    on every odd side: 3x4 92%, 3x4x4 87%, 5x8 75.5%, 7x8 73%, 15x16 69%, 5x5
+    86%, 7x7 74%, 9x9 73%: its skips ``1, 2, 4`` are recursive doubling's,
+    where Swing's even sides move ``1, 1, 3``. With the two-way programs
+    where they are cheaper: 5x8 80%, 7x8 77% (two-way in the lane that starts
+    in the odd side, the circulant in the other), 15x16 72% (5·3), 5x5 104%,
+    7x7 102%, 9x9 101%, 3x5 94%; 3x4 and 3x4x4 keep the circulant.
+    ``swing-bw-1port`` runs the first lane, with the circulant (one port per
+    step). ``swing-lat`` folds every side that is not a power of two inside
+    its own dimension, so its peers too differ in one coordinate.
 
 Cost (even p, β per byte, γ per reduced byte, n bytes, D dims):
-    swing-bw:  2·L·α + 2·n·(p−1)/p · β/(2D) · Ξ + n·(p−1)/p · γ,  L = Σ⌈log2 d_k⌉
+    swing-bw:  2·L·α + 2·n·(p−1)/p · β/(2D) · Ξ + n·(p−1)/p · γ,  L ≤ Σ⌈log2 d_k⌉ (the longest lane)
     swing-lat: L·α + n·L·β + n·L·γ   (plus 2α + 2nβ per folded side)
 """
 
@@ -81,6 +84,7 @@ from .dimwise import (
     mirror_program,
     ring_loads,
 )
+from .programs import lane_programs
 
 __all__ = [
     "rho", "delta", "swing_peer", "lane_plan", "dim_peer_table", "ring_offsets", "offset_table", "dim_program",
@@ -221,7 +225,8 @@ def dim_program(d: int, sign: int = 1) -> RingProgram | None:
 
     Even ``d``: Listing-1 block sets of :func:`ring_offsets`. Odd ``d``: the
     circulant program (:func:`~.dimwise.circulant_program`; for ``d = 3`` it
-    is the two-step ring), ``⌈log2 d⌉`` steps either way.
+    is the two-step ring), ``⌈log2 d⌉`` steps either way. (The all-ports
+    lanes of ``swing-bw`` may run another odd program: :mod:`.programs`.)
     """
     if d == 1:
         return None
@@ -233,9 +238,17 @@ def dim_program(d: int, sign: int = 1) -> RingProgram | None:
 
 
 @lru_cache(maxsize=256)
-def swing_lane(dims: tuple[int, ...], start_dim: int, sign: int) -> DimwiseLane:
-    """Return the lane that starts in ``start_dim`` (``sign=-1``: mirrored), dimensions interleaved."""
-    progs = tuple(dim_program(d, sign) for d in dims)
+def swing_lane(dims: tuple[int, ...], start_dim: int, sign: int, ports: int = 0) -> DimwiseLane:
+    """Return the lane that starts in ``start_dim`` (``sign=-1``: mirrored), dimensions interleaved.
+
+    All ports (``ports=0``): each side's program as :func:`~.programs.lane_programs`
+    chose it for this lane; one port: :func:`dim_program` (the circulant on odd sides).
+    """
+    if ports == 1 or all(d % 2 == 0 or d == 1 for d in dims):
+        progs = tuple(dim_program(d, sign) for d in dims)
+    else:
+        chosen = lane_programs(tuple(dims))[start_dim]
+        progs = tuple(p if p is None or sign == 1 else mirror_program(p) for p in chosen)
     plan = interleave([prog.steps if prog is not None else 0 for prog in progs], start_dim)
     return DimwiseLane(tuple(dims), progs, tuple(plan))
 
@@ -251,7 +264,7 @@ def build_swing_bw(rank: int, dims: tuple[int, ...], count: int, *, ports: int =
 
     ``meta["blocks"][lane][b]`` (also ``meta["owned"]``) is the element range
     of block ``b``, which rank ``b`` owns after the reduce-scatter, in that
-    lane; ``meta["programs"]`` names each side's program.
+    lane; ``meta["programs"][lane]`` names the program of each side in that lane.
     """
     torus = Torus(dims)
     p = torus.size
@@ -264,18 +277,19 @@ def build_swing_bw(rank: int, dims: tuple[int, ...], count: int, *, ports: int =
 
     lanes = _lanes(dims, ports)
     parts = split(count, len(lanes))
-    out_lanes, names, placed = [], [], []
+    out_lanes, names, placed, kinds = [], [], [], []
     for (name, start, sign), part in zip(lanes, parts):
-        lane = swing_lane(dims, start, sign)
+        lane = swing_lane(dims, start, sign, 1 if ports == 1 else 0)
         blocks = _placement(lane, part)
         rs, ag = dimwise_lane(rank, lane, blocks, port_of=port_of)
         out_lanes.append(tuple(rs + ag))
         names.append(name)
         placed.append(blocks)
+        kinds.append(tuple(prog.kind if prog is not None else "" for prog in lane.programs))
     meta: dict[str, object] = {
         "blocks": tuple(placed),
         "owned": tuple(placed),  # the same: block b ends up with rank b (what schedule/halves.py reads)
-        "programs": tuple(prog.kind if prog is not None else "" for prog in (dim_program(d) for d in dims)),
+        "programs": tuple(kinds),
     }
     return Schedule(algorithm, rank, p, count, dims, tuple(out_lanes), tuple(names), meta)
 

@@ -28,7 +28,7 @@ OURS = sorted(ALGORITHMS) + ["auto"]
 
 # torus shapes to try at this size (None: a ring)
 SHAPES = {4: [None, (2, 2)], 6: [None, (2, 3)], 8: [None, (2, 4), (2, 2, 2)], 9: [None, (3, 3)],
-          12: [None, (3, 4)], 16: [None, (4, 4), (2, 2, 4)]}
+          10: [None, (2, 5)], 12: [None, (3, 4)], 15: [None, (3, 5)], 16: [None, (4, 4), (2, 2, 4)]}
 DIMS = SHAPES.get(P, [None])
 
 INTS = [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64]

@@ -1,0 +1,94 @@
+"""Odd sides: the two-way programs, the candidates and the per-lane choice (no MPI)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from swing_mpi.model import analyze
+from swing_mpi.schedule import build_schedule
+from swing_mpi.schedule.base import port_lanes
+from swing_mpi.schedule.dimwise import check_program, link_loads, odd_radices, twoway_program
+from swing_mpi.schedule.programs import lane_programs, lockstep_cost, odd_candidates
+from swing_mpi.schedule.swing import swing_lane
+
+
+@pytest.mark.parametrize("d", range(3, 34, 2))
+def test_twoway_programs_are_reduce_scatters(d):
+    for radices in odd_radices(d):
+        prog = twoway_program(d, radices)
+        check_program(prog)
+        assert prog.steps == sum((r - 1) // 2 for r in radices)
+    one = twoway_program(d)
+    assert one.kind == "two-way" and one.steps == (d - 1) // 2
+    for row in one.sends:
+        for c, msgs in enumerate(row):
+            # one block to each neighbour, every step: d - 1 block-hops in all, the ring's minimum
+            assert sorted(q for q, _ in msgs) == sorted({(c + 1) % d, (c - 1) % d})
+            assert all(bin(m).count("1") == 1 for _, m in msgs)
+    assert sum(max(n for n in step.values()) for step in link_loads(one)) == (d - 1) // 2
+
+
+def test_odd_radices_and_bad_input():
+    assert odd_radices(15) == [(15,), (3, 5), (5, 3)]
+    assert odd_radices(27) == [(27,), (3, 9), (3, 3, 3), (9, 3)]
+    assert odd_radices(7) == [(7,)]
+    for bad in ((8, None), (1, None), (15, (3, 3)), (9, (9, 1))):
+        with pytest.raises(ValueError):
+            twoway_program(*bad)
+
+
+def test_candidates_never_take_more_steps():
+    for d in range(3, 40, 2):
+        cands = odd_candidates(d)
+        assert cands[0].kind == "circulant"
+        assert all(p.steps <= (d - 1).bit_length() for p in cands)
+    assert [p.kind for p in odd_candidates(7)] == ["circulant", "two-way"]
+    assert [p.kind for p in odd_candidates(11)] == ["circulant"]  # two-way takes 5 steps > 4
+    assert [p.kind for p in odd_candidates(15)] == ["circulant", "two-way-3x5", "two-way-5x3"]
+
+
+def _lanes(dims):
+    return [swing_lane(dims, start, sign) for _, start, sign in port_lanes(dims)]
+
+
+# Translation-invariant programs on every side (odd sides, powers of two): the lockstep
+# cost (reduce-scatter and all-gather) is exactly the routed model's, which normalises to 1 / (D · cost).
+@pytest.mark.parametrize("dims", [(4, 4), (8, 8), (3, 5), (5, 5), (7, 8), (3, 4, 4), (15, 16), (9, 9), (7,)],
+                         ids=lambda d: "x".join(map(str, d)))
+def test_lockstep_cost_is_the_routed_model(dims):
+    D = sum(1 for d in dims if d > 1)
+    r = analyze("swing-bw", dims)
+    assert r.ceiling("routed") == pytest.approx(1 / (D * lockstep_cost(dims, _lanes(dims))), rel=1e-9)
+
+
+def test_lanes_may_run_different_programs():
+    # 7x8: the lane starting in the odd side runs two-way there, the other the circulant
+    chosen = lane_programs((7, 8))
+    assert [p.kind for p in chosen[0]] == ["two-way", "swing"]
+    assert [p.kind for p in chosen[1]] == ["circulant", "swing"]
+    s = build_schedule("swing-bw", (7, 8), 3, 7 * 8 * 4)
+    assert s.meta["programs"] == (("two-way", "swing"), ("circulant", "swing"),
+                                  ("two-way-mirrored", "swing-mirrored"), ("circulant-mirrored", "swing-mirrored"))
+    # one port keeps one port per step: the circulant
+    one = build_schedule("swing-bw-1port", (7, 8), 3, 7 * 8)
+    assert one.meta["programs"] == (("circulant", "swing"),)
+
+
+@pytest.mark.parametrize("dims,floor", [((5, 5), 1.0), ((7, 7), 1.0), ((3, 3, 3), 1.0), ((3, 5, 7), 0.8),
+                                        ((9, 8), 0.74), ((5, 6), 0.88)], ids=str)
+def test_odd_shapes_gain(dims, floor):
+    r = analyze("swing-bw", dims)
+    assert r.ceiling("routed") >= floor
+    assert r.K <= 2 * sum(math.ceil(math.log2(d)) for d in dims)
+
+
+def test_large_choice_is_quick():
+    # 4 odd sides x 4 lanes: too many combinations to try them all; per side, then one pass
+    import time
+
+    t0 = time.perf_counter()
+    chosen = lane_programs((3, 5, 7, 9))
+    assert time.perf_counter() - t0 < 20
+    assert len(chosen) == 4 and all(len(v) == 4 for v in chosen.values())
