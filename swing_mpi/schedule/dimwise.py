@@ -15,8 +15,10 @@ Algorithm:
       last), the data halving on every node (:func:`circulant_program`);
     - *two-way*: odd ``d``, ``(d−1)/2`` steps of one block to each
       neighbour, every block's partial converging on its owner from both
-      sides (:func:`twoway_program`); with mixed radices, e.g. ``15 = 5·3``,
-      two-way steps of skip 1 then of skip 5, ``2 + 1`` steps;
+      sides (:func:`twoway_program`);
+    - *staged*: ``d = r_0·r_1·…``, a circulant or two-way program per radix,
+      the later ones with longer skips (:func:`staged_program`; ``15``:
+      two-way on 5 with skip 1, then the circulant on 3 with skip 5);
     - *extra node* (the paper's odd-``p`` scheme, kept for comparison): an
       even program on ``0 … d−2`` while the extra node ``e = d−1`` trades
       directly with every other node;
@@ -69,7 +71,7 @@ from .blockset import bits, blocksets
 __all__ = [
     "RingProgram", "involution_program", "extra_node_program", "ring_program", "mirror_program",
     "check_program", "ring_loads", "link_loads", "circulant_program", "twoway_program",
-    "odd_radices", "interleave", "DimwiseLane", "dimwise_lane",
+    "staged_program", "STAGE_KINDS", "odd_radices", "interleave", "DimwiseLane", "dimwise_lane",
     "lane_order", "lane_blocks",
 ]
 
@@ -191,49 +193,72 @@ def circulant_program(d: int) -> RingProgram:
             rows[t][c][q] = rows[t][c].get(q, 0) | (1 << ((c + j) % d))
     return _program(d, rows, "circulant")
 
-def twoway_program(d: int, radices: Sequence[int] | None = None) -> RingProgram:
+def twoway_program(d: int) -> RingProgram:
     """Build the two-way program of an odd ring: every block converges on its owner from both sides.
 
-    With one radix (the default, ``d`` itself) and ``h = (d−1)/2``: at step
-    ``t < h`` node ``c`` sends its partial of block ``c + h − t`` to ``c + 1``
-    and of block ``c − (h − t)`` to ``c − 1``. The partial of block ``o``
-    starts at ``o − h`` and ``o + h`` and gains one node per step on each side,
-    so ``o`` has every contribution after ``h`` steps, and every message goes
-    one hop: ``d − 1`` block-hops in all, the ring's minimum, in about half of
-    a one-way ring's steps. Both ports of the dimension carry a block at
-    every step (the mirrored lane runs the same moves).
-
-    Mixed radices ``r_0·r_1·… = d`` (odd, each ≥ 3): offset ``j`` is written
-    with balanced digits ``a_i ∈ [−(r_i−1)/2, (r_i−1)/2]``, ``j = Σ a_i·S_i``
-    with ``S_i = r_0·…·r_{i−1}``; the digits are reduced one radix after the
-    other, each by the two-way steps of skip ``±S_i``. ``Σ (r_i−1)/2`` steps
-    (``15 = 5·3``: 3), at the price of the longer skips.
+    With ``h = (d−1)/2``: at step ``t < h`` node ``c`` sends its partial of
+    block ``c + h − t`` to ``c + 1`` and of block ``c − (h − t)`` to ``c − 1``.
+    The partial of block ``o`` starts at ``o − h`` and ``o + h`` and gains one
+    node per step on each side, so ``o`` has every contribution after ``h``
+    steps, and every message goes one hop: ``d − 1`` block-hops in all, the
+    ring's minimum, in about half of a one-way ring's steps. Both ports of
+    the dimension carry a block at every step (the mirrored lane runs the
+    same moves).
     """
     if d % 2 == 0 or d < 3:
         raise ValueError(f"the two-way program needs an odd ring of at least 3, got {d}")
-    radices = tuple(radices) if radices else (d,)
-    if math.prod(radices) != d or any(r % 2 == 0 or r < 3 for r in radices):
-        raise ValueError(f"radices {radices} are not odd factors (>= 3) of {d}")
-    strides, halves = [], []
-    stride = 1
-    for r in radices:
+    h = (d - 1) // 2
+    rows = [[{(c + 1) % d: 1 << ((c + h - t) % d), (c - 1) % d: 1 << ((c - (h - t)) % d)} for c in range(d)]
+            for t in range(h)]
+    return _program(d, rows, "two-way")
+
+
+STAGE_KINDS = ("circulant", "two-way")
+"""The one-ring programs a stage of :func:`staged_program` may run."""
+
+
+def staged_program(d: int, stages: Sequence[tuple[int, str]]) -> RingProgram:
+    """Build a ring program in stages of radices ``r_0·r_1·… = d``, each run by its own small program.
+
+    Offset ``j`` (the block ``j`` places ahead) is written in mixed radix,
+    ``j = Σ a_i·S_i`` with ``S_i = r_0·…·r_{i−1}`` and ``a_i`` an offset of
+    stage ``i``'s ring of ``r_i``; stage ``i`` runs its program (one of
+    :data:`STAGE_KINDS`, e.g. ``(5, "two-way")``) with every skip multiplied by
+    ``S_i``, on the blocks whose lower digits are already reduced. A block's
+    partial first moves in the stage of its lowest nonzero digit, as that
+    stage's program moves offset ``a_i``, and the stages run one after the
+    other: ``Σ`` of their steps (``15 = 5·3`` two-way then circulant: 2 + 2).
+    Every stage program treats all nodes alike, so the whole does too.
+    """
+    if math.prod(r for r, _ in stages) != d or any(r < 2 for r, _ in stages):
+        raise ValueError(f"stage radices {[r for r, _ in stages]} do not multiply to {d}")
+    strides, starts, moves = [], [], []
+    stride, start = 1, 0
+    for r, kind in stages:
+        if kind not in STAGE_KINDS:
+            raise ValueError(f"stage kind must be one of {', '.join(STAGE_KINDS)}, got {kind!r}")
+        prog = twoway_program(r) if kind == "two-way" else circulant_program(r)
+        first: dict[int, tuple[int, int]] = {}  # offset -> (step, signed skip) of node 0's first move
+        for t, row in enumerate(prog.sends):
+            for q, m in row[0]:
+                for a in bits(m):
+                    first[a] = (t, q if q <= r // 2 else q - r)
         strides.append(stride)
-        halves.append((r - 1) // 2)
+        starts.append(start)
+        moves.append(first)
         stride *= r
-    rows: list[list[dict[int, int]]] = [[{} for _ in range(d)] for _ in range(sum(halves))]
-    for digits in itertools.product(*[range(-h, h + 1) for h in halves]):
+        start += prog.steps
+    rows: list[list[dict[int, int]]] = [[{} for _ in range(d)] for _ in range(start)]
+    for digits in itertools.product(*[range(r) for r, _ in stages]):
         j = sum(a * s for a, s in zip(digits, strides)) % d
-        first = 0  # the first move of block j: the lowest nonzero digit, |a| steps before its radix ends
-        for s, h, a in zip(strides, halves, digits):
-            if a:
-                t, skip = first + h - abs(a), s if a > 0 else -s
-                for c in range(d):
-                    q = (c + skip) % d
-                    rows[t][c][q] = rows[t][c].get(q, 0) | (1 << ((c + j) % d))
-                break
-            first += h
-    kind = "two-way" if len(radices) == 1 else "two-way-" + "x".join(map(str, radices))
-    return _program(d, rows, kind)
+        i = next((i for i, a in enumerate(digits) if a), None)
+        if i is None:
+            continue
+        t, skip = moves[i][digits[i]]
+        for c in range(d):
+            q = (c + skip * strides[i]) % d
+            rows[starts[i] + t][c][q] = rows[starts[i] + t][c].get(q, 0) | (1 << ((c + j) % d))
+    return _program(d, rows, "+".join(f"{kind}-{r}" for r, kind in stages))
 
 
 def odd_radices(d: int) -> list[tuple[int, ...]]:

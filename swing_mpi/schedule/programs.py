@@ -9,7 +9,10 @@ Algorithm:
     - the two-way program (:func:`~.dimwise.twoway_program`): one block to
       each neighbour per step, the ring's minimum of block-hops, in
       ``(d−1)/2`` steps (so for ``d ≤ 9`` only);
-    - its mixed-radix forms (``9 = 3·3``: 2 steps, ``15 = 5·3``: 3 steps).
+    - staged programs (:func:`~.dimwise.staged_program`): ``d = r_0·r_1·…``,
+      a circulant or two-way program per radix, later radices with longer
+      skips (``9 = 3·3`` two-way twice: 2 steps; ``15 = 5·3`` two-way then
+      circulant: 4 steps).
 
     Each plain lane (and its mirror, which runs the mirror image) may run a
     different candidate on each odd side: the lanes run in lockstep, and a
@@ -34,7 +37,8 @@ Restrictions:
 Cost:
     Every combination of candidates per (lane, odd side) when there are at
     most :data:`MAX_COMBOS`; otherwise the best choice per side (the same for
-    every lane) and then one pass that changes one (lane, side) at a time.
+    every lane), then passes that change one (lane, side) at a time while
+    that helps (at most 3).
     Computed once per shape (cached), the same on every rank.
 """
 
@@ -45,8 +49,11 @@ import math
 from collections.abc import Sequence
 from functools import lru_cache
 
+import numpy as np
+
 from .base import port_lanes
 from .dimwise import (
+    STAGE_KINDS,
     DimwiseLane,
     RingProgram,
     circulant_program,
@@ -54,33 +61,91 @@ from .dimwise import (
     link_loads,
     mirror_program,
     odd_radices,
+    staged_program,
     twoway_program,
 )
 
 __all__ = ["odd_candidates", "lockstep_cost", "lane_programs", "MAX_COMBOS"]
 
-MAX_COMBOS = 4096
+MAX_COMBOS = 1024
 """Most combinations tried exhaustively."""
 
 
 @lru_cache(maxsize=128)
 def odd_candidates(d: int) -> tuple[RingProgram, ...]:
-    """List the programs an odd side ``d`` may run: the circulant first, then two-way forms of ≤ ``⌈log2 d⌉`` steps."""
+    """List the programs an odd side ``d`` may run, none of more than ``⌈log2 d⌉`` steps, the circulant first.
+
+    Then two-way, then every staged program: each ordered factorization of
+    ``d`` into odd factors, each stage circulant or two-way.
+    """
     if d % 2 == 0 or d < 3:
         raise ValueError(f"expected an odd side of at least 3, got {d}")
     limit = (d - 1).bit_length()
     out = [circulant_program(d)]
-    for radices in odd_radices(d):
-        if sum((r - 1) // 2 for r in radices) <= limit:
-            out.append(twoway_program(d, radices))
+    if (d - 1) // 2 <= limit:
+        out.append(twoway_program(d))
+    for radices in odd_radices(d)[1:]:
+        for kinds in itertools.product(STAGE_KINDS, repeat=len(radices)):
+            steps = sum((r - 1) // 2 if k == "two-way" else (r - 1).bit_length() for r, k in zip(radices, kinds))
+            if steps <= limit:
+                out.append(staged_program(d, tuple(zip(radices, kinds))))
     return tuple(out)
 
 
-@lru_cache(maxsize=512)
 def _held_share(prog: RingProgram) -> tuple[float, ...]:
     """After ``t`` steps: the largest share of the ring's blocks one node still holds."""
     return tuple(max(bin(prog.held(c, t)).count("1") for c in range(prog.d)) / prog.d
                  for t in range(prog.steps + 1))
+
+
+def _link_arrays(prog: RingProgram) -> tuple[np.ndarray, ...]:
+    """Per step: blocks on each directed link, as an array ``[way (+, −), node]``."""
+    out = []
+    for row in link_loads(prog):
+        a = np.zeros((2, prog.d))
+        for (c, way), n in row.items():
+            a[0 if way == 1 else 1, c] = n
+        out.append(a)
+    return tuple(out)
+
+
+class _Facts:
+    """What the cost needs of one program: steps, link arrays, held shares (computed once)."""
+
+    __slots__ = ("steps", "links", "held")
+
+    def __init__(self, prog: RingProgram | None) -> None:
+        self.steps = prog.steps if prog is not None else 0
+        self.links = _link_arrays(prog) if prog is not None else ()
+        self.held = _held_share(prog) if prog is not None else (1.0,)
+
+
+_Sequence = list[tuple[int, np.ndarray, float]]
+
+
+def _sequence(dims: Sequence[int], plan: Sequence[tuple[int, int]], facts: Sequence[_Facts], share: float) -> _Sequence:
+    """One lane's steps as (dimension, link array, weight): the reduce-scatter, then it reversed."""
+    done = [0] * len(dims)
+    seq = []
+    for k, t in plan:
+        w = share / dims[k]
+        for j, f in enumerate(facts):
+            if j != k:
+                w *= f.held[done[j]]
+        seq.append((k, facts[k].links[t], w))
+        done[k] += 1
+    return seq + [(k, a[::-1], w) for k, a, w in reversed(seq)]
+
+
+def _total(seqs: Sequence[_Sequence]) -> float:
+    steps: list[dict[int, np.ndarray]] = []
+    for seq in seqs:
+        for i, (k, a, w) in enumerate(seq):
+            if i == len(steps):
+                steps.append({})
+            acc = steps[i]
+            acc[k] = acc[k] + w * a if k in acc else w * a
+    return float(sum(max(float(a.max()) for a in x.values()) for x in steps))
 
 
 def lockstep_cost(dims: Sequence[int], lanes: Sequence[DimwiseLane]) -> float:
@@ -91,40 +156,7 @@ def lockstep_cost(dims: Sequence[int], lanes: Sequence[DimwiseLane]) -> float:
     opposite links (the all-gather).
     """
     share = 1 / len(lanes)
-    steps: list[dict[tuple[int, int, int], float]] = []
-    for lane in lanes:
-        done = [0] * len(dims)
-        seq = []
-        for k, t in lane.plan:
-            prog = lane.programs[k]
-            assert prog is not None
-            other = share / dims[k]
-            for j, pj in enumerate(lane.programs):
-                if j != k and pj is not None:
-                    other *= _held_share(pj)[done[j]]
-            seq.append({(k, c, way): n * other for (c, way), n in link_loads(prog)[t].items()})
-            done[k] += 1
-        seq += [{(k, c, -way): v for (k, c, way), v in x.items()} for x in reversed(seq)]
-        for i, x in enumerate(seq):
-            if i == len(steps):
-                steps.append({})
-            acc = steps[i]
-            for key, v in x.items():
-                acc[key] = acc.get(key, 0.0) + v
-    return sum(max(x.values(), default=0.0) for x in steps)
-
-
-def _lanes(dims: tuple[int, ...], even: dict[int, RingProgram | None],
-           pick: dict[tuple[int, int], RingProgram]) -> list[DimwiseLane]:
-    out = []
-    for _, start, sign in port_lanes(dims):
-        progs = []
-        for k in range(len(dims)):
-            prog = pick[(start, k)] if (start, k) in pick else even[k]
-            progs.append(prog if prog is None or sign == 1 else mirror_program(prog))
-        plan = interleave([p.steps if p is not None else 0 for p in progs], start)
-        out.append(DimwiseLane(dims, tuple(progs), tuple(plan)))
-    return out
+    return _total([_sequence(dims, lane.plan, [_Facts(p) for p in lane.programs], share) for lane in lanes])
 
 
 @lru_cache(maxsize=128)
@@ -132,26 +164,48 @@ def lane_programs(dims: tuple[int, ...]) -> dict[int, tuple[RingProgram | None, 
     """Map each plain lane's start dimension to its program per side (mirrored lanes mirror them)."""
     from .swing import dim_program  # even sides: Swing's programs (swing imports this module)
 
-    even = {k: (dim_program(d) if d % 2 == 0 or d == 1 else None) for k, d in enumerate(dims)}
-    starts = [start for _, start, sign in port_lanes(dims) if sign == 1]
+    lanes = port_lanes(dims)
+    share = 1 / len(lanes)
+    starts = [start for _, start, sign in lanes if sign == 1]
     odd = [k for k, d in enumerate(dims) if d > 1 and d % 2]
     keys = [(s, k) for s in starts for k in odd]
     cands = {k: odd_candidates(dims[k]) for k in odd}
+    # programs[k][sign][i]: side k's i-th choice (even sides: one), plain or mirrored, and its facts
+    programs: dict[int, dict[int, list[RingProgram | None]]] = {}
+    facts: dict[int, dict[int, list[_Facts]]] = {}
+    for k, d in enumerate(dims):
+        base: list[RingProgram | None] = list(cands[k]) if k in cands else [dim_program(d) if d > 1 else None]
+        programs[k] = {1: base, -1: [p if p is None else mirror_program(p) for p in base]}
+        facts[k] = {sign: [_Facts(p) for p in progs] for sign, progs in programs[k].items()}
+    memo: dict[tuple[int, int, tuple[int, ...]], tuple[_Sequence, int]] = {}
 
-    def score(pick: dict[tuple[int, int], RingProgram]) -> tuple[float, int, int]:
-        lanes = _lanes(dims, even, pick)
-        cost = lockstep_cost(dims, lanes)
-        rank = sum(cands[k].index(p) for (_, k), p in pick.items())
-        return (round(cost, 12), max(len(lane.plan) for lane in lanes), rank)
+    def lane_seq(start: int, sign: int, pick: tuple[int, ...]) -> tuple[_Sequence, int]:
+        key = (start, sign, pick)
+        if key not in memo:
+            fs = [facts[k][sign][i] for k, i in enumerate(pick)]
+            plan = interleave([f.steps for f in fs], start)
+            memo[key] = (_sequence(dims, plan, fs, share), len(plan))
+        return memo[key]
 
-    if math.prod(len(cands[k]) for _, k in keys) <= MAX_COMBOS:
-        combos = (dict(zip(keys, c)) for c in itertools.product(*[cands[k] for _, k in keys]))
-        best = min(combos, key=score) if keys else {}
+    def score(pick: dict[tuple[int, int], int]) -> tuple[float, int, int]:
+        seqs, lengths = [], []
+        for _, start, sign in lanes:
+            seq, n = lane_seq(start, sign, tuple(pick.get((start, k), 0) for k in range(len(dims))))
+            seqs.append(seq)
+            lengths.append(n)
+        return (round(_total(seqs), 12), max(lengths), sum(pick.values()))
+
+    ranges = [range(len(cands[k])) for _, k in keys]
+    if math.prod(len(r) for r in ranges) <= MAX_COMBOS:
+        best = min((dict(zip(keys, c)) for c in itertools.product(*ranges)), key=score)
     else:
-        per_side = (dict(zip(odd, c)) for c in itertools.product(*[cands[k] for k in odd]))
-        side = min(per_side, key=lambda m: score({(s, k): m[k] for s, k in keys}))
+        sides = (dict(zip(odd, c)) for c in itertools.product(*[range(len(cands[k])) for k in odd]))
+        side = min(sides, key=lambda m: score({(s, k): m[k] for s, k in keys}))
         best = {(s, k): side[k] for s, k in keys}
-        for key in keys:
-            options = [{**best, key: p} for p in cands[key[1]]]
-            best = min(options, key=score)
-    return {s: tuple(best.get((s, k), even[k]) for k in range(len(dims))) for s in starts}
+        for _ in range(3):  # change one (lane, side) at a time while that helps
+            before = dict(best)
+            for key in keys:
+                best = min(({**best, key: i} for i in range(len(cands[key[1]]))), key=score)
+            if best == before:
+                break
+    return {s: tuple(programs[k][1][best.get((s, k), 0)] for k in range(len(dims))) for s in starts}

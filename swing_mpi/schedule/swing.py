@@ -36,9 +36,10 @@ Torus locality on every shape:
       (:mod:`.programs`) among the circulant
       (:func:`~.dimwise.circulant_program`: ``⌈log2 d⌉`` steps, skips
       ``1, 2, 4, …`` and ``d − 2^{L−1}`` last, the data halving every step)
-      and the two-way programs (:func:`~.dimwise.twoway_program`: one block to
+      the two-way program (:func:`~.dimwise.twoway_program`: one block to
       each neighbour per step, the ring's minimum of block-hops, in
-      ``(d−1)/2`` steps, or mixed radices such as ``15 = 5·3`` in 3), never
+      ``(d−1)/2`` steps) and staged programs (:func:`~.dimwise.staged_program`:
+      ``15 = 5·3`` two-way on 5, then the circulant on 3 with skip 5), never
       more steps than the circulant.
 
     Why, from the routed model (ceilings of swing-bw): the paper's extra
@@ -51,8 +52,9 @@ Torus locality on every shape:
     86%, 7x7 74%, 9x9 73%: its skips ``1, 2, 4`` are recursive doubling's,
     where Swing's even sides move ``1, 1, 3``. With the two-way programs
     where they are cheaper: 5x8 80%, 7x8 77% (two-way in the lane that starts
-    in the odd side, the circulant in the other), 15x16 72% (5·3), 5x5 104%,
-    7x7 102%, 9x9 101%, 3x5 94%; 3x4 and 3x4x4 keep the circulant.
+    in the odd side, the circulant in the other), 15x16 77% (staged), 9x8
+    77%, 5x5 104%, 7x7 102%, 9x9 101%, 3x5 94%; 3x4 and 3x4x4 keep the
+    circulant.
     ``swing-bw-1port`` runs the first lane, with the circulant (one port per
     step). ``swing-lat`` folds every side that is not a power of two inside
     its own dimension, so its peers too differ in one coordinate.
