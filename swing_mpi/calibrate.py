@@ -12,10 +12,14 @@ Measurement:
     algorithms whose schedule depends on the op being exact (``swing-lat``)
     are also measured on int64 SUM. Sizes go from small to large. At each
     size, rounds time one call of every live candidate (interleaved, so a
-    burst of machine noise spreads over all of them); each call is bracketed
+    burst of machine noise spreads over all of them, the order rotated by one
+    each round so that no candidate always follows the same one); each call is bracketed
     by a barrier and its time is the maximum over ranks; the median over the
     rounds is kept. Rounds stop after ``--iters``, or once the size has used
-    ``--point-time`` seconds (at least one round). ``--warmup`` untimed calls
+    ``--point-time`` seconds (at least one round). Where that left few rounds
+    (slow links, large sizes), the candidates within 25 % of the fastest get
+    rounds of their own, up to 7 samples each or twice ``--point-time`` more:
+    the pick among close contenders is what a noisy median gets wrong. ``--warmup`` untimed calls
     per candidate come first, except after a size whose rounds took over half
     of ``--point-time`` each (there a warm-up would double the time). From
     ``--drop-from`` on, a candidate at least ``--drop`` times slower than the
@@ -85,6 +89,12 @@ DEFAULT_DROP_FROM = 64 << 10
 DEFAULT_NATIVE_MARGIN = 0.10
 GROWING = 0.8
 """A candidate is dropped only where its time grows at least like ``size^GROWING`` (see :func:`beaten`)."""
+CONTEND_MARGIN = 0.25
+"""Candidates this close to the fastest at a size are its contenders."""
+CONTEND_ROUNDS = 7
+"""Contenders get rounds of their own until each has this many samples ..."""
+CONTEND_TIME = 2.0
+"""... or these rounds have taken this many times ``--point-time``."""
 MAX_WORK_BYTES = 1 << 30
 """A candidate whose work buffer (swing-lat's contributions form: ``p`` vectors) would pass this is not run."""
 ITEMSIZE = 8
@@ -159,6 +169,23 @@ def beaten(before: tuple[float, float, int] | None, now: tuple[float, float, int
             and t1 >= t0 * (n1 / n0) ** GROWING)
 
 
+def _round(comm: Any, calls: Sequence[Any], which: Sequence[int], samples: list[list[float]]) -> float:
+    """Time one call of each of ``calls[which]`` (barrier before each, max over ranks); return their sum."""
+    import numpy as np
+    from mpi4py import MPI
+
+    mine = np.zeros(len(which))
+    for i, j in enumerate(which):
+        comm.Barrier()
+        t0 = time.perf_counter()
+        calls[j]()
+        mine[i] = time.perf_counter() - t0
+    comm.Allreduce(MPI.IN_PLACE, mine, op=MPI.MAX)
+    for i, j in enumerate(which):
+        samples[j].append(float(mine[i]))
+    return float(mine.sum())
+
+
 def measure(comm: Any, sizes: Sequence[int], series: Sequence[Series], *, dims: tuple[int, ...],
             iters: int = DEFAULT_ITERS, warmup: int = DEFAULT_WARMUP, point_time: float = DEFAULT_POINT_TIME,
             drop: float = DEFAULT_DROP, drop_from: int = DEFAULT_DROP_FROM, progress: bool = True) -> Measured:
@@ -198,24 +225,29 @@ def measure(comm: Any, sizes: Sequence[int], series: Sequence[Series], *, dims: 
         for _ in range(max(0, warmup) if last_round < point_time / 2 else 0):
             for c in calls:
                 c()
-        times: list[list[float]] = []
-        spent = 0.0
-        while len(times) < max(1, iters) and (not times or spent < point_time):
-            mine = np.zeros(len(calls))
-            for j, c in enumerate(calls):
-                comm.Barrier()
-                t0 = time.perf_counter()
-                c()
-                mine[j] = time.perf_counter() - t0
-            comm.Allreduce(MPI.IN_PLACE, mine, op=MPI.MAX)
-            times.append([float(x) for x in mine])
-            spent += float(mine.sum())
-        last_round = spent / len(times)
-        meds = {s.name: float(np.median([r[j] for r in times])) for j, s in enumerate(run)}
+        samples: list[list[float]] = [[] for _ in run]
+        spent, rounds = 0.0, 0
+
+        everyone = list(range(len(run)))
+        while rounds < max(1, iters) and (not rounds or spent < point_time):
+            spent += _round(comm, calls, everyone[rounds % len(run):] + everyone[:rounds % len(run)], samples)
+            rounds += 1
+        last_round = spent / max(1, rounds)
+        # the few within CONTEND_MARGIN of the fastest get more rounds of their own where the time cap left
+        # them few: the pick among them is what matters, and a round of two or three is cheap
+        first = [float(np.median(x)) for x in samples]
+        lead = min(first) if first else math.inf
+        close = [j for j in everyone if first[j] <= lead * (1 + CONTEND_MARGIN)]
+        extra = 0.0
+        want = min(CONTEND_ROUNDS, iters)
+        while len(close) > 1 and min(len(samples[j]) for j in close) < want and extra < CONTEND_TIME * point_time:
+            extra += _round(comm, calls, close, samples)
+            close = close[1:] + close[:1]
+        meds = {s.name: float(np.median(samples[j])) for j, s in enumerate(run)}
         best = min(meds.values()) if meds else math.inf
         for s in series:
             m.medians[s.name].append(meds.get(s.name))
-            m.rounds[s.name].append([r[run.index(s)] for r in times] if s in run else [])
+            m.rounds[s.name].append(list(samples[run.index(s)]) if s in run else [])
         dropped = []
         for s in run:
             now = (meds[s.name] / best, meds[s.name], n)
@@ -225,7 +257,9 @@ def measure(comm: Any, sizes: Sequence[int], series: Sequence[Series], *, dims: 
         live = [s for s in run if s not in dropped]
         if progress:
             fastest = min(meds, key=lambda k: meds[k]) if meds else "-"
-            _say(comm, f"calibrate: {format_size(n):>9}: {len(run)} candidates x {len(times)} rounds, fastest "
+            more = f" (+{len(samples[close[0]]) - rounds} of {len(close)} within {CONTEND_MARGIN:.0%})" \
+                if len(close) > 1 and len(samples[close[0]]) > rounds else ""
+            _say(comm, f"calibrate: {format_size(n):>9}: {len(run)} candidates x {rounds} rounds{more}, fastest "
                        f"{fastest} {best * 1e6:.1f} us" + (f"; stop measuring {', '.join(s.name for s in dropped)}"
                                                           if dropped else ""))
         del calls, bufs, outs, arrays

@@ -270,14 +270,18 @@ def time_point(comm: Any, pt: Point, preps: Sequence[Prepared], *, interleave: b
     """Time every prepared algorithm on ``pt``; return one result dict per algorithm, equal on all ranks.
 
     ``interleave``: iteration ``i`` of every algorithm, then iteration ``i+1``
-    (round robin), so a burst of machine noise lands on all algorithms alike;
-    otherwise all iterations of one algorithm, then the next (OSU style).
+    (round robin), so a burst of machine noise lands on all algorithms alike,
+    the order rotated by one each iteration (what a call finds left by the
+    previous one, e.g. a drained link queue, is not always the same
+    algorithm's); otherwise all iterations of one algorithm, then the next
+    (OSU style).
     """
     from mpi4py import MPI
 
     if interleave:
+        n = len(preps)
         for i in range(max((q.iters for q in preps), default=0)):
-            for q in preps:
+            for q in [*preps[i % n:], *preps[:i % n]]:  # rotated: no algorithm always follows the same one
                 if i < q.iters:
                     q.times.append(_timed(comm, pt, q.call, q.recv))
     else:

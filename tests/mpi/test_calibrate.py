@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 
+import numpy as np
 import pytest
 
 pytestmark = pytest.mark.mpi
@@ -121,6 +122,30 @@ def test_calibrate_function_agrees_on_all_ranks():
                                                                     len(ts)):])
     assert all(t is not None for t in m.medians["ring/float64"]) or m.medians["swing-lat/float64"][-1] is not None
     assert fit.network in ("torus", "flat") and math.isfinite(fit.rms[fit.network])
+
+
+@pytest.mark.mpi(min_size=2)
+def test_close_contenders_get_rounds_of_their_own():
+    """A time cap that allows one round: the candidates near the fastest get more, the others keep one."""
+    from mpi4py import MPI
+
+    from swing_mpi.calibrate import CONTEND_MARGIN, measure, series_for
+
+    comm = MPI.COMM_WORLD
+    p = comm.Get_size()
+    series = series_for((p,), native=True, exact=False, algorithms=["ring", "recdoub", "swing-bw"])
+    m = measure(comm, [8, 4096, 64 << 10], series, dims=(p,), iters=10, warmup=1, point_time=1e-9,
+                progress=False)
+    assert _all_equal(comm, m.rounds)
+    for i in range(len(m.sizes)):
+        rounds = {s.name: m.rounds[s.name][i] for s in series}
+        first = {k: float(np.median(v[:1])) for k, v in rounds.items()}
+        lead = min(first.values())
+        close = [k for k, t in first.items() if t <= lead * (1 + CONTEND_MARGIN)]
+        for k, v in rounds.items():
+            # one round for everyone (the cap), and one more for each contender where there are several
+            assert len(v) == (2 if k in close and len(close) > 1 else 1), (m.sizes[i], k, v, close)
+            assert m.medians[k][i] == pytest.approx(float(np.median(v)))
 
 
 @pytest.mark.mpi(min_size=2)
