@@ -12,8 +12,9 @@
 #   DRY_RUN=1 bash benchmarks/lab_shapes.sh        # print the command of each shape, run nothing
 #   RESULTS=/tmp/r bash benchmarks/lab_shapes.sh   # write under /tmp/r/lab<shape>/ instead
 #
-# Needs root on Linux (network namespaces) and MPICH (the default venv, scripts/setup.sh). Rough
-# durations on 2 cores: 15-25 minutes for 12-25 ranks, 30-45 minutes for 64 ranks. Run it on an
+# Needs root on Linux (network namespaces) and MPICH (the default venv, scripts/setup.sh). Measured
+# on 2 cores with SIZES=64K:16M:4: 5x5 (25 ranks) 30 minutes; 3x4 with SIZES=64K:4M:4 7 minutes (16 MiB
+# is most of the time: MPICH's slow forced algorithms at 10 iterations); 64 ranks longer still. Run it on an
 # otherwise idle machine: the ranks and the kernel's TCP share the CPUs. The lab check runs first;
 # when the CPUs cannot drive every link at once at this rate (the check's `all` line says so and
 # names a rate that fits), the sweep still runs and the check's verdict is kept in lab-check.json.

@@ -13,7 +13,14 @@ Measurement:
     are also measured on int64 SUM. Sizes go from small to large. At each
     size, rounds time one call of every live candidate (interleaved, so a
     burst of machine noise spreads over all of them, the order rotated by one
-    each round so that no candidate always follows the same one); each call is bracketed
+    each round so that no candidate always follows the same one); from 16 KiB
+    on each timed call follows ``--settle`` (2) untimed calls of the same
+    candidate, so it is timed in the state its own traffic leaves (a program
+    calls the same allreduce repeatedly), not in what the previous candidate
+    left: over rate-limited links with a burst allowance a call right after
+    a lighter one can run far faster than in a steady stream (3x4 lab, 1 MiB:
+    swing-bw 78 ms interleaved, 97 ms after one settling call, 113 ms after
+    two, 111 ms back to back); each call is bracketed
     by a barrier and its time is the maximum over ranks; the median over the
     rounds is kept. Rounds stop after ``--iters``, or once the size has used
     ``--point-time`` seconds (at least one round). Where that left few rounds
@@ -89,6 +96,9 @@ DEFAULT_DROP_FROM = 64 << 10
 DEFAULT_NATIVE_MARGIN = 0.10
 GROWING = 0.8
 """A candidate is dropped only where its time grows at least like ``size^GROWING`` (see :func:`beaten`)."""
+DEFAULT_SETTLE = 2
+SETTLE_FROM = 16 << 10
+"""From this size on, each timed call follows ``--settle`` untimed calls of the same candidate."""
 CONTEND_MARGIN = 0.25
 """Candidates this close to the fastest at a size are its contenders."""
 CONTEND_ROUNDS = 7
@@ -169,13 +179,23 @@ def beaten(before: tuple[float, float, int] | None, now: tuple[float, float, int
             and t1 >= t0 * (n1 / n0) ** GROWING)
 
 
-def _round(comm: Any, calls: Sequence[Any], which: Sequence[int], samples: list[list[float]]) -> float:
-    """Time one call of each of ``calls[which]`` (barrier before each, max over ranks); return their sum."""
+def _round(comm: Any, calls: Sequence[Any], which: Sequence[int], samples: list[list[float]], settle: int = 0) -> float:
+    """Time one call of each of ``calls[which]`` (barrier before each, max over ranks); return the time spent.
+
+    ``settle``: untimed calls of the same candidate just before its timed one
+    (their time counts in the time spent), so the timed call finds what its
+    own traffic leaves behind, as in a program that calls it repeatedly, not
+    what the previous candidate left (a drained or a refilled link queue).
+    """
     import numpy as np
     from mpi4py import MPI
 
-    mine = np.zeros(len(which))
+    mine = np.zeros(2 * len(which))
     for i, j in enumerate(which):
+        t0 = time.perf_counter()
+        for _ in range(settle):
+            calls[j]()
+        mine[len(which) + i] = time.perf_counter() - t0
         comm.Barrier()
         t0 = time.perf_counter()
         calls[j]()
@@ -188,7 +208,8 @@ def _round(comm: Any, calls: Sequence[Any], which: Sequence[int], samples: list[
 
 def measure(comm: Any, sizes: Sequence[int], series: Sequence[Series], *, dims: tuple[int, ...],
             iters: int = DEFAULT_ITERS, warmup: int = DEFAULT_WARMUP, point_time: float = DEFAULT_POINT_TIME,
-            drop: float = DEFAULT_DROP, drop_from: int = DEFAULT_DROP_FROM, progress: bool = True) -> Measured:
+            drop: float = DEFAULT_DROP, drop_from: int = DEFAULT_DROP_FROM, settle: int = 0,
+            progress: bool = True) -> Measured:
     """Time every live series at every size (collective; the same result on every rank)."""
     import numpy as np
     from mpi4py import MPI
@@ -230,7 +251,8 @@ def measure(comm: Any, sizes: Sequence[int], series: Sequence[Series], *, dims: 
 
         everyone = list(range(len(run)))
         while rounds < max(1, iters) and (not rounds or spent < point_time):
-            spent += _round(comm, calls, everyone[rounds % len(run):] + everyone[:rounds % len(run)], samples)
+            spent += _round(comm, calls, everyone[rounds % len(run):] + everyone[:rounds % len(run)], samples,
+                            settle if n >= SETTLE_FROM else 0)
             rounds += 1
         last_round = spent / max(1, rounds)
         # the few within CONTEND_MARGIN of the fastest get more rounds of their own where the time cap left
@@ -241,7 +263,7 @@ def measure(comm: Any, sizes: Sequence[int], series: Sequence[Series], *, dims: 
         extra = 0.0
         want = min(CONTEND_ROUNDS, iters)
         while len(close) > 1 and min(len(samples[j]) for j in close) < want and extra < CONTEND_TIME * point_time:
-            extra += _round(comm, calls, close, samples)
+            extra += _round(comm, calls, close, samples, settle if n >= SETTLE_FROM else 0)
             close = close[1:] + close[:1]
         meds = {s.name: float(np.median(samples[j])) for j, s in enumerate(run)}
         best = min(meds.values()) if meds else math.inf
@@ -361,7 +383,7 @@ def calibrate(comm: Any, *, sizes: Sequence[int], dims: tuple[int, ...], iters: 
               warmup: int = DEFAULT_WARMUP, point_time: float = DEFAULT_POINT_TIME, drop: float = DEFAULT_DROP,
               drop_from: int = DEFAULT_DROP_FROM, native: bool = True, exact: bool = True,
               margin: float = DEFAULT_NATIVE_MARGIN, algorithms: Sequence[str] | None = None,
-              progress: bool = True) -> tuple[Tuning, Fit, Measured]:
+              settle: int = DEFAULT_SETTLE, progress: bool = True) -> tuple[Tuning, Fit, Measured]:
     """Measure, build the tables, fit the model; return ``(Tuning, Fit, Measured)``, equal on every rank."""
     p = comm.Get_size()
     forced = network_override()
@@ -369,7 +391,7 @@ def calibrate(comm: Any, *, sizes: Sequence[int], dims: tuple[int, ...], iters: 
     if not [s for s in series if s.algorithm != NATIVE]:
         raise ValueError("no algorithm of ours to measure")
     m = measure(comm, sizes, series, dims=dims, iters=iters, warmup=warmup, point_time=point_time, drop=drop,
-                drop_from=drop_from, progress=progress)
+                drop_from=drop_from, settle=settle, progress=progress)
     gamma = measure_gamma(comm, min(max(max(m.sizes), 64 << 10), 4 << 20))
     f = fit(m, dims, gamma=gamma, network=forced)
     below = native_threshold(m, margin=margin) if native else None
@@ -476,6 +498,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--drop-from", default=format_size(DEFAULT_DROP_FROM),
                         help=f"never stop measuring a candidate below this size (default "
                              f"{format_size(DEFAULT_DROP_FROM)})")
+    parser.add_argument("--settle", type=int, default=DEFAULT_SETTLE,
+                        help=f"from {format_size(SETTLE_FROM)} on, untimed calls of a candidate just before each "
+                             f"of its timed ones: it is timed in the state its own calls leave, as in a program "
+                             f"that calls it repeatedly (default {DEFAULT_SETTLE}; 0: timed right after another "
+                             f"candidate)")
     parser.add_argument("--warmup", "-x", type=int, default=DEFAULT_WARMUP,
                         help=f"untimed calls per candidate and size ({DEFAULT_WARMUP})")
     parser.add_argument("--dims", default=None,
@@ -521,6 +548,8 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError("--iters must be at least 1")
         if not 0 <= args.native_margin < 1:
             raise ValueError("--native-margin must be in [0, 1)")
+        if args.settle < 0:
+            raise ValueError("--settle must be 0 or more")
         if args.drop <= 1 or args.point_time <= 0:
             raise ValueError("--drop must be above 1 and --point-time above 0")
         dims = tuple(parse_dims(args.dims, p)) if args.dims else tuple(dims_for(comm, None))
@@ -547,6 +576,7 @@ def run(args: argparse.Namespace) -> int:
                              point_time=args.point_time, drop=args.drop, drop_from=drop_from,
                              native=not args.no_native,
                              exact=not args.no_exact, margin=args.native_margin, algorithms=algorithms,
+                             settle=args.settle,
                              progress=not args.quiet)
     rc = 0
     if rank == 0:
@@ -560,7 +590,7 @@ def run(args: argparse.Namespace) -> int:
                 "p": p, "dims": list(dims), "host": socket.gethostname(),
                 "mpi_library": MPI.Get_library_version().splitlines()[0].strip(),
                 "python": platform.python_version(), "sizes": list(m.sizes), "iters": args.iters,
-                "point_time": args.point_time, "drop": args.drop, "warmup": args.warmup,
+                "point_time": args.point_time, "drop": args.drop, "warmup": args.warmup, "settle": args.settle,
                 "fit": {net: {"alpha": a, "beta": b, "per_call": c0, "rms": f.rms[net]}
                         for net, (a, b, c0) in f.constants.items()},
                 "network_forced": f.forced, "notes": m.notes, "seconds": m.seconds,

@@ -100,6 +100,7 @@ def test_bad_arguments_fail_on_every_rank(capsys, monkeypatch):
     from swing_mpi import calibrate
 
     assert calibrate.main(["--sizes", "8", "--algorithms", "nope"]) == 2
+    assert calibrate.main(["--sizes", "8", "--settle", "-1"]) == 2
     monkeypatch.setenv("SWING_MPI_NETWORK", "hypercube")
     assert calibrate.main(["--sizes", "8"]) == 2
 

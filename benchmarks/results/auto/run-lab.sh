@@ -3,6 +3,8 @@
 # calibrate inside the lab, then every algorithm, MPICH's default (native) and auto side by side.
 # Usage: bash benchmarks/results/auto/run-lab.sh DIMS   (e.g. 3x4, 4x4, 8x8)
 #        CALIBRATE=0 ... reuses tuning-lab-DIMS.json and only runs the bench; SIZES=64K,1M ... other sizes
+#        BLOCKED=1 ... times each algorithm's calls back to back (the steady state of a program's repeated calls,
+#        what calibrate's --settle measures) instead of round robin
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 D=$1 R=$PWD/benchmarks/results/auto
@@ -18,5 +20,6 @@ fi
 .venv/bin/python -m swing_mpi lab --dims "$D" --rate-mbit 40 --mtu 65000 --timeout 2400 \
   --env "SWING_MPI_TUNING=$R/tuning-lab-$D.json" -- \
   .venv/bin/python -m mpi4py -m swing_mpi bench --algorithms all,auto --dims "$D" --sizes "$SIZES" \
-  --iters "${ITERS:-3}" --warmup 1 --max-time 0 --bw-unit MB --json "$R/bench-lab-$D.json" > "$R/bench-lab-$D.txt"
+  --iters "${ITERS:-3}" --warmup 1 --max-time 0 --bw-unit MB ${BLOCKED:+--blocked} --json "$R/bench-lab-$D.json" \
+  > "$R/bench-lab-$D.txt"
 .venv/bin/python "$R/summarize.py" "$R/bench-lab-$D.json" | tee "$R/summary-lab-$D.txt"
