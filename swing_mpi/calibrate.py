@@ -248,11 +248,11 @@ def measure(comm: Any, sizes: Sequence[int], series: Sequence[Series], *, dims: 
                 c()
         samples: list[list[float]] = [[] for _ in run]
         spent, rounds = 0.0, 0
-
+        settle_here = settle if n >= SETTLE_FROM else 0
         everyone = list(range(len(run)))
         while rounds < max(1, iters) and (not rounds or spent < point_time):
-            spent += _round(comm, calls, everyone[rounds % len(run):] + everyone[:rounds % len(run)], samples,
-                            settle if n >= SETTLE_FROM else 0)
+            k = rounds % max(1, len(run))  # the order rotated by one each round
+            spent += _round(comm, calls, everyone[k:] + everyone[:k], samples, settle_here)
             rounds += 1
         last_round = spent / max(1, rounds)
         # the few within CONTEND_MARGIN of the fastest get more rounds of their own where the time cap left
@@ -263,7 +263,7 @@ def measure(comm: Any, sizes: Sequence[int], series: Sequence[Series], *, dims: 
         extra = 0.0
         want = min(CONTEND_ROUNDS, iters)
         while len(close) > 1 and min(len(samples[j]) for j in close) < want and extra < CONTEND_TIME * point_time:
-            extra += _round(comm, calls, close, samples, settle if n >= SETTLE_FROM else 0)
+            extra += _round(comm, calls, close, samples, settle_here)
             close = close[1:] + close[:1]
         meds = {s.name: float(np.median(samples[j])) for j, s in enumerate(run)}
         best = min(meds.values()) if meds else math.inf

@@ -193,6 +193,7 @@ def circulant_program(d: int) -> RingProgram:
             rows[t][c][q] = rows[t][c].get(q, 0) | (1 << ((c + j) % d))
     return _program(d, rows, "circulant")
 
+
 def twoway_program(d: int) -> RingProgram:
     """Build the two-way program of an odd ring: every block converges on its owner from both sides.
 

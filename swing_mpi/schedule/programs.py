@@ -160,8 +160,8 @@ def lockstep_cost(dims: Sequence[int], lanes: Sequence[DimwiseLane]) -> float:
 
 
 @lru_cache(maxsize=128)
-def lane_programs(dims: tuple[int, ...]) -> dict[int, tuple[RingProgram | None, ...]]:
-    """Map each plain lane's start dimension to its program per side (mirrored lanes mirror them)."""
+def lane_programs(dims: tuple[int, ...]) -> dict[tuple[int, int], tuple[RingProgram | None, ...]]:
+    """Map each lane ``(start dimension, sign)`` to its program per side (a mirrored lane mirrors its plain twin's)."""
     from .swing import dim_program  # even sides: Swing's programs (swing imports this module)
 
     lanes = port_lanes(dims)
@@ -208,4 +208,5 @@ def lane_programs(dims: tuple[int, ...]) -> dict[int, tuple[RingProgram | None, 
                 best = min(({**best, key: i} for i in range(len(cands[key[1]]))), key=score)
             if best == before:
                 break
-    return {s: tuple(programs[k][1][best.get((s, k), 0)] for k in range(len(dims))) for s in starts}
+    return {(s, sign): tuple(programs[k][sign][best.get((s, k), 0)] for k in range(len(dims)))
+            for _, s, sign in lanes}

@@ -249,8 +249,7 @@ def swing_lane(dims: tuple[int, ...], start_dim: int, sign: int, ports: int = 0)
     if ports == 1 or all(d % 2 == 0 or d == 1 for d in dims):
         progs = tuple(dim_program(d, sign) for d in dims)
     else:
-        chosen = lane_programs(tuple(dims))[start_dim]
-        progs = tuple(p if p is None or sign == 1 else mirror_program(p) for p in chosen)
+        progs = lane_programs(tuple(dims))[(start_dim, sign)]
     plan = interleave([prog.steps if prog is not None else 0 for prog in progs], start_dim)
     return DimwiseLane(tuple(dims), progs, tuple(plan))
 

@@ -91,8 +91,9 @@ def test_lockstep_cost_is_the_routed_model(dims):
 def test_lanes_may_run_different_programs():
     # 7x8: the lane starting in the odd side runs two-way there, the other the circulant
     chosen = lane_programs((7, 8))
-    assert [p.kind for p in chosen[0]] == ["two-way", "swing"]
-    assert [p.kind for p in chosen[1]] == ["circulant", "swing"]
+    assert [p.kind for p in chosen[(0, 1)]] == ["two-way", "swing"]
+    assert [p.kind for p in chosen[(1, 1)]] == ["circulant", "swing"]
+    assert [p.kind for p in chosen[(0, -1)]] == ["two-way-mirrored", "swing-mirrored"]
     s = build_schedule("swing-bw", (7, 8), 3, 7 * 8 * 4)
     assert s.meta["programs"] == (("two-way", "swing"), ("circulant", "swing"),
                                   ("two-way-mirrored", "swing-mirrored"), ("circulant-mirrored", "swing-mirrored"))
@@ -117,5 +118,5 @@ def test_large_choice_is_quick():
         t0 = time.perf_counter()
         chosen = lane_programs(dims)
         assert time.perf_counter() - t0 < 10
-        assert len(chosen) == len(dims) and all(len(v) == len(dims) for v in chosen.values())
+        assert len(chosen) == 2 * len(dims) and all(len(v) == len(dims) for v in chosen.values())
     assert analyze("swing-bw", (15, 15)).ceiling("routed") > 0.85
