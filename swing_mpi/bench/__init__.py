@@ -21,6 +21,9 @@ hits all algorithms of a size alike. Each algorithm has its own send and
 receive arrays up to 1 MiB, as each call site of an application has. Each
 timed call is bracketed by ``comm.Barrier()``; an iteration's time is the
 maximum over ranks (the local times are reduced with MAX after the loop).
+``--batch K`` makes an iteration K back-to-back calls from one barrier, its
+time per call (a program's loop of calls, as nccl-tests time it: one
+barrier's exit skew spread over K calls instead of paid by each).
 ``iters`` shrinks for large or slow points (at most ``--max-bytes`` moved and
 about ``--max-time`` seconds per point, estimated from the warmup; never below
 3 unless ``--iters`` is lower). Reported: avg/min/max/median time,

@@ -120,6 +120,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--blocked", action="store_true",
                    help="time all iterations of one algorithm before the next (OSU style) instead of "
                    "round robin over the algorithms of a size")
+    g.add_argument("--batch", type=int, default=1, metavar="K",
+                   help="time K back-to-back calls from one barrier and report the time per call (the steady "
+                   "state of a loop of calls, as nccl-tests time it); default 1: a barrier before every call, "
+                   "as the OSU benchmarks. In place, the calls of a batch reduce the earlier results")
     g.add_argument("--no-check", action="store_true", help="skip validation (#wrong is then -1)")
     g.add_argument("--seed", type=int, default=12345, help="seed of the rank-dependent inputs")
     g.add_argument("--quick", action="store_true",
@@ -182,6 +186,9 @@ class Config:
         self.places = ["out", "in"] if args.both else (["in"] if args.inplace else ["out"])
         self.check = not args.no_check
         self.interleave = not getattr(args, "blocked", False)
+        self.batch: int = getattr(args, "batch", 1)
+        if self.batch < 1:
+            raise ValueError(f"--batch must be >= 1, got {self.batch}")
         self.seed: int = args.seed
         self.label: str | None = args.label
         self.csv: str | None = args.csv

@@ -226,25 +226,32 @@ def _poison(a: np.ndarray) -> None:
 class Prepared:
     """An algorithm on a point after its checked call and warmup: what to time, how often."""
 
-    __slots__ = ("alg", "call", "recv", "wrong", "iters", "times")
+    __slots__ = ("alg", "call", "recv", "wrong", "iters", "batch", "times")
 
-    def __init__(self, alg: str, call: Callable[[], Any], recv: np.ndarray, wrong: int, iters: int) -> None:
-        """Hold what :func:`prepare_point` found; ``times`` fills while timing."""
+    def __init__(self, alg: str, call: Callable[[], Any], recv: np.ndarray, wrong: int, iters: int,
+                 batch: int = 1) -> None:
+        """Hold what :func:`prepare_point` found; ``times`` (per call, one per batch) fills while timing."""
         self.alg = alg
         self.call = call
         self.recv = recv
         self.wrong = wrong
         self.iters = iters
+        self.batch = batch
         self.times: list[float] = []
 
 
-def _timed(comm: Any, pt: Point, call: Callable[[], Any], recv: np.ndarray) -> float:
-    """Time one call between a barrier and the clock (in place: the input loaded into ``recv`` first)."""
+def _timed(comm: Any, pt: Point, call: Callable[[], Any], recv: np.ndarray, batch: int = 1) -> float:
+    """Time ``batch`` back-to-back calls from a barrier; return the time per call.
+
+    In place, the input is loaded into ``recv`` first (once: the later calls
+    of a batch reduce the earlier results, as a program's loop would).
+    """
     pt.load(recv)
     comm.Barrier()
     t0 = time.perf_counter()
-    call()
-    return time.perf_counter() - t0
+    for _ in range(batch):
+        call()
+    return (time.perf_counter() - t0) / batch
 
 
 def prepare_point(comm: Any, mpi_op: Any, cfg: Config, alg: str, dims: Any, pt: Point, *,
@@ -261,9 +268,9 @@ def prepare_point(comm: Any, mpi_op: Any, cfg: Config, alg: str, dims: Any, pt: 
         wrong = comm.allreduce(count_wrong(comm, pt, send, recv, exact), op=MPI.SUM)
     warm = [_timed(comm, pt, call, recv) for _ in range(cfg.warmup)]
     est = comm.allreduce(float(np.median(warm)) if warm else t_first, op=MPI.MAX)
-    iters = iterations_for(pt.nbytes, cfg.iters, max_bytes=cfg.max_bytes, seconds_per_call=est,
-                           max_time=cfg.max_time)
-    return Prepared(alg, call, recv, int(wrong), iters)
+    iters = iterations_for(pt.nbytes * cfg.batch, cfg.iters, max_bytes=cfg.max_bytes,
+                           seconds_per_call=est * cfg.batch, max_time=cfg.max_time)
+    return Prepared(alg, call, recv, int(wrong), iters, cfg.batch)
 
 
 def time_point(comm: Any, pt: Point, preps: Sequence[Prepared], *, interleave: bool = True) -> list[dict[str, Any]]:
@@ -283,10 +290,10 @@ def time_point(comm: Any, pt: Point, preps: Sequence[Prepared], *, interleave: b
         for i in range(max((q.iters for q in preps), default=0)):
             for q in [*preps[i % n:], *preps[:i % n]]:  # rotated: no algorithm always follows the same one
                 if i < q.iters:
-                    q.times.append(_timed(comm, pt, q.call, q.recv))
+                    q.times.append(_timed(comm, pt, q.call, q.recv, q.batch))
     else:
         for q in preps:
-            q.times = [_timed(comm, pt, q.call, q.recv) for _ in range(q.iters)]
+            q.times = [_timed(comm, pt, q.call, q.recv, q.batch) for _ in range(q.iters)]
     flat = np.array([t for q in preps for t in q.times], np.float64)
     comm.Allreduce(MPI.IN_PLACE, flat, MPI.MAX)  # an iteration takes as long as its slowest rank
     bus = pt.collective.bus_factor(comm.Get_size())
@@ -380,6 +387,7 @@ def environment(comm: Any, cfg: Config, dims: tuple[int, ...], dims_source: str,
         "places": cfg.places,
         "check": cfg.check,
         "interleave": cfg.interleave,
+        "batch": cfg.batch,
         "seed": cfg.seed,
         "sizes": list(sizes),
         "algorithms": cfg.algorithms,

@@ -180,6 +180,9 @@ def env_header_lines(env: Mapping[str, Any]) -> list[str]:
     cap = format_size(env["max_bytes"]) if env["max_bytes"] else "no cap"
     order = ("round robin over the algorithms of a size" if env.get("interleave", True)
              else "one algorithm after the other")
+    batch = int(env.get("batch", 1) or 1)
+    if batch > 1:
+        order += f"; an iteration is {batch} back-to-back calls from one barrier, its time per call"
     check = (f"against comm.{coll.mpi_call}"
              + (" and rank 0" if coll.name != "reduce_scatter_block" else "")
              + ", #wrong = wrong elements over all ranks") if env["check"] else "off"

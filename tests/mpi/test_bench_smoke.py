@@ -97,6 +97,40 @@ def test_bench_counts_wrong_results(monkeypatch):
     assert wrong == {"native": 0, "swing-lat": 2}
 
 
+@pytest.mark.mpi(min_size=1)
+@pytest.mark.parametrize("place", ["--inplace", "--both"])
+def test_bench_batch_times_back_to_back_calls(monkeypatch, place):
+    """``--batch K``: an iteration is K calls from one barrier, timed per call; the check call stays one call."""
+    from mpi4py import MPI
+
+    from swing_mpi import bench
+    from swing_mpi.bench import measure
+    from swing_mpi.bench.results import env_header_lines
+
+    calls: dict[tuple[str, str], int] = {}
+    real = measure.collective_call
+
+    def counting(comm_, mpi_op, alg, dims, pt, send, recv, ours=None):
+        inner = real(comm_, mpi_op, alg, dims, pt, send, recv, ours)
+
+        def run():
+            calls[alg, pt.place] = calls.get((alg, pt.place), 0) + 1
+            inner()
+        return run
+
+    monkeypatch.setattr(measure, "collective_call", counting)
+    cfg = _config("--sizes", "1K", "--algorithms", "native,swing-bw", "--iters", "2", "--warmup", "1",
+                  "--batch", "3", place)
+    env, rows = bench.run_bench(MPI.COMM_WORLD, cfg)
+    assert env["batch"] == 3
+    assert any("3 back-to-back calls from one barrier" in ln for ln in env_header_lines(env))
+    places = ["in"] if place == "--inplace" else ["out", "in"]
+    # one checked call, one warmup, then 2 iterations of 3 calls each
+    assert calls == {(a, pl): 1 + 1 + 2 * 3 for a in ("native", "swing-bw") for pl in places}
+    for r in rows:
+        assert r["wrong"] == 0 and r["iters"] == 2 and len(r["times_us"]) == 2
+
+
 # -- reduce-scatter and all-gather -----------------------------------------------------------------
 
 COLLECTIVES = ("reduce_scatter_block", "allgather")

@@ -148,6 +148,9 @@ def test_options():
         Config(_parse("--op", "bxor"))  # bitwise op on float64
     with pytest.raises(ValueError):
         Config(_parse("--iters", "0"))
+    assert Config(_parse()).batch == 1 and Config(_parse("--batch", "4")).batch == 4
+    with pytest.raises(ValueError, match="--batch must be >= 1"):
+        Config(_parse("--batch", "0"))
 
 
 def test_cli_wires_bench():
@@ -357,8 +360,8 @@ def test_importing_the_bench_imports_no_mpi():
 def test_entry_points_take_the_same_options(entry):
     r = _run_python(*entry, "--help")
     assert r.returncode == 0, r.stderr
-    for opt in ("--collective", "--sizes", "--algorithms", "--dims", "--both", "--blocked", "--csv", "--json",
-                "--plot", "--model-link-mbps", "--label", "--quick"):
+    for opt in ("--collective", "--sizes", "--algorithms", "--dims", "--both", "--blocked", "--batch", "--csv",
+                "--json", "--plot", "--model-link-mbps", "--label", "--quick"):
         assert opt in r.stdout, (entry, opt)
     # a bad option value is a clear error before any MPI work
     r = _run_python(*entry, "--collective", "allgather", "--op", "max")
