@@ -9,13 +9,15 @@
 #   bash benchmarks/lab_shapes.sh 8x8              # only the shapes named
 #   RATE=20 bash benchmarks/lab_shapes.sh 4x4x4    # another link rate, Mbit/s per direction (default 40)
 #   SIZES=64K:16M:4 bash benchmarks/lab_shapes.sh  # fewer sizes (64K 256K 1M 4M 16M), about half the time
+#   ITERS=5 MAX_TIME=15 bash ...                  # 5 timed calls per point (default 10), fewer (at least 3)
+#                                                  # where a point's calls would pass 15 s (default: no cap)
 #   DRY_RUN=1 bash benchmarks/lab_shapes.sh        # print the command of each shape, run nothing
 #   RESULTS=/tmp/r bash benchmarks/lab_shapes.sh   # write under /tmp/r/lab<shape>/ instead
 #
 # Needs root on Linux (network namespaces) and MPICH (the default venv, scripts/setup.sh). Measured
 # on 2 cores with SIZES=64K:16M:4: 5x5 (25 ranks) 30 minutes; 3x4 with SIZES=64K:4M:4 7 minutes (16 MiB
-# is most of the time: MPICH's slow forced algorithms at 10 iterations); 64 ranks longer still. Run it on an
-# otherwise idle machine: the ranks and the kernel's TCP share the CPUs. The lab check runs first;
+# is most of the time: MPICH's slow forced algorithms at 10 iterations); 4x4x4 (64 ranks) with ITERS=5
+# MAX_TIME=15 31 minutes. Run it on an otherwise idle machine: the ranks and the kernel's TCP share the CPUs. The lab check runs first;
 # when the CPUs cannot drive every link at once at this rate (the check's `all` line says so and
 # names a rate that fits), the sweep still runs and the check's verdict is kept in lab-check.json.
 set -euo pipefail
@@ -31,7 +33,8 @@ shapes=("$@")
 failed=()
 for shape in "${shapes[@]}"; do
   cmd=("$PY" benchmarks/sweep.py --lab --lab-check=warn --dims "$shape" --rate-mbit "$RATE" --sizes "$SIZES"
-       --mpich-algorithms "$MPICH_ALGORITHMS" --iters 10 --warmup 1 --timeout 1800
+       --mpich-algorithms "$MPICH_ALGORITHMS" --iters "${ITERS:-10}" ${MAX_TIME:+--max-time "$MAX_TIME"} --warmup 1
+       --timeout "${TIMEOUT:-1800}"
        --out "$RESULTS/lab$shape")
   if [ -n "${DRY_RUN:-}" ]; then
     printf '%q ' "${cmd[@]}"
