@@ -2,6 +2,8 @@
 # Spot points on the emulated torus lab (40 Mbit/s per link direction, MTU 65000), one launch per shape:
 # 4 MiB float64 SUM (or the collective named), every result validated (#wrong).
 # Usage: bash benchmarks/results/lab-points/run.sh DIMS NP ALGORITHMS [COLLECTIVE] [extra swing-mpi lab args]
+#        TAG=name (file suffix), SIZES=4M (bench --sizes), ITERS=3 (timed iterations),
+#        BATCH=K (bench --batch: an iteration is K back-to-back calls from one barrier, timed per call)
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 dims=$1 np=$2 algs=$3 coll=${4:-allreduce}
@@ -9,4 +11,5 @@ shift 3; [ $# -gt 0 ] && shift
 out=benchmarks/results/lab-points/$dims-$coll${TAG:+-$TAG}
 .venv/bin/python -m swing_mpi lab --dims "$dims" --rate-mbit 40 --mtu 65000 --timeout 800 -n "$np" "$@" -- \
   .venv/bin/python -m mpi4py -m swing_mpi bench --collective "$coll" --sizes "${SIZES:-4M}" --dims "$dims" \
-  --iters "${ITERS:-3}" --warmup 1 --max-time 0 --bw-unit MB --algorithms "$algs" --json "$out.json" | tee "$out.txt"
+  --iters "${ITERS:-3}" --warmup 1 --max-time 0 --bw-unit MB --algorithms "$algs" ${BATCH:+--batch "$BATCH"} \
+  --json "$out.json" | tee "$out.txt"
