@@ -5,9 +5,13 @@
 #        CALIBRATE=0 ... reuses tuning-lab-DIMS.json and only runs the bench; SIZES=64K,1M ... other sizes
 #        BLOCKED=1 ... times each algorithm's calls back to back (the steady state of a program's repeated calls,
 #        what calibrate's --settle measures) instead of round robin
+#        ALGS=native,bucket,...,auto ... the bench's algorithms (default all,auto); BENCH_SIZES=16M ... the bench's
+#        sizes (default: the calibrated ones, SIZES); BENCH=NAME ... the bench's files are bench-lab-DIMS-NAME.*
+#        and summary-lab-DIMS-NAME.txt (a second bench beside the first); ITERS=5 ... timed calls (default 3)
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 D=$1 R=$PWD/benchmarks/results/auto
+B=$D${BENCH:+-$BENCH}
 SIZES=${SIZES:-64K,256K,1M,4M,16M}
 start=$(date +%s.%N)
 if [ "${CALIBRATE:-1}" != 0 ]; then
@@ -19,7 +23,7 @@ echo "calibrate in the $D lab: $(echo "$(date +%s.%N) - $start" | bc) s wall (la
 fi
 .venv/bin/python -m swing_mpi lab --dims "$D" --rate-mbit 40 --mtu 65000 --timeout 2400 \
   --env "SWING_MPI_TUNING=$R/tuning-lab-$D.json" -- \
-  .venv/bin/python -m mpi4py -m swing_mpi bench --algorithms all,auto --dims "$D" --sizes "$SIZES" \
-  --iters "${ITERS:-3}" --warmup 1 --max-time 0 --bw-unit MB ${BLOCKED:+--blocked} --json "$R/bench-lab-$D.json" \
-  > "$R/bench-lab-$D.txt"
-.venv/bin/python "$R/summarize.py" "$R/bench-lab-$D.json" | tee "$R/summary-lab-$D.txt"
+  .venv/bin/python -m mpi4py -m swing_mpi bench --algorithms "${ALGS:-all,auto}" --dims "$D" --sizes "${BENCH_SIZES:-$SIZES}" \
+  --iters "${ITERS:-3}" --warmup 1 --max-time 0 --bw-unit MB ${BLOCKED:+--blocked} --json "$R/bench-lab-$B.json" \
+  > "$R/bench-lab-$B.txt"
+.venv/bin/python "$R/summarize.py" "$R/bench-lab-$B.json" | tee "$R/summary-lab-$B.txt"
