@@ -10,7 +10,8 @@
 #   RATE=20 bash benchmarks/lab_shapes.sh 4x4x4    # another link rate, Mbit/s per direction (default 40)
 #   SIZES=64K:16M:4 bash benchmarks/lab_shapes.sh  # fewer sizes (64K 256K 1M 4M 16M), about half the time
 #   ITERS=5 MAX_TIME=15 bash ...                  # 5 timed calls per point (default 10), fewer (at least 3)
-#                                                  # where a point's calls would pass 15 s (default: no cap)
+#                                                  # where a point's calls would pass 15 s (default: no cap);
+#                                                  # TIMEOUT=3600: MPIEXEC_TIMEOUT of each launch (default 1800)
 #   DRY_RUN=1 bash benchmarks/lab_shapes.sh        # print the command of each shape, run nothing
 #   RESULTS=/tmp/r bash benchmarks/lab_shapes.sh   # write under /tmp/r/lab<shape>/ instead
 #

@@ -226,17 +226,15 @@ def _poison(a: np.ndarray) -> None:
 class Prepared:
     """An algorithm on a point after its checked call and warmup: what to time, how often."""
 
-    __slots__ = ("alg", "call", "recv", "wrong", "iters", "batch", "times")
+    __slots__ = ("alg", "call", "recv", "wrong", "iters", "times")
 
-    def __init__(self, alg: str, call: Callable[[], Any], recv: np.ndarray, wrong: int, iters: int,
-                 batch: int = 1) -> None:
-        """Hold what :func:`prepare_point` found; ``times`` (per call, one per batch) fills while timing."""
+    def __init__(self, alg: str, call: Callable[[], Any], recv: np.ndarray, wrong: int, iters: int) -> None:
+        """Hold what :func:`prepare_point` found; ``times`` (per call, one per iteration) fills while timing."""
         self.alg = alg
         self.call = call
         self.recv = recv
         self.wrong = wrong
         self.iters = iters
-        self.batch = batch
         self.times: list[float] = []
 
 
@@ -270,11 +268,14 @@ def prepare_point(comm: Any, mpi_op: Any, cfg: Config, alg: str, dims: Any, pt: 
     est = comm.allreduce(float(np.median(warm)) if warm else t_first, op=MPI.MAX)
     iters = iterations_for(pt.nbytes * cfg.batch, cfg.iters, max_bytes=cfg.max_bytes,
                            seconds_per_call=est * cfg.batch, max_time=cfg.max_time)
-    return Prepared(alg, call, recv, int(wrong), iters, cfg.batch)
+    return Prepared(alg, call, recv, int(wrong), iters)
 
 
-def time_point(comm: Any, pt: Point, preps: Sequence[Prepared], *, interleave: bool = True) -> list[dict[str, Any]]:
+def time_point(comm: Any, pt: Point, preps: Sequence[Prepared], *, interleave: bool = True,
+               batch: int = 1) -> list[dict[str, Any]]:
     """Time every prepared algorithm on ``pt``; return one result dict per algorithm, equal on all ranks.
+
+    ``batch``: calls per iteration, back to back from one barrier (:func:`_timed`).
 
     ``interleave``: iteration ``i`` of every algorithm, then iteration ``i+1``
     (round robin), so a burst of machine noise lands on all algorithms alike,
@@ -290,10 +291,10 @@ def time_point(comm: Any, pt: Point, preps: Sequence[Prepared], *, interleave: b
         for i in range(max((q.iters for q in preps), default=0)):
             for q in [*preps[i % n:], *preps[:i % n]]:  # rotated: no algorithm always follows the same one
                 if i < q.iters:
-                    q.times.append(_timed(comm, pt, q.call, q.recv, q.batch))
+                    q.times.append(_timed(comm, pt, q.call, q.recv, batch))
     else:
         for q in preps:
-            q.times = [_timed(comm, pt, q.call, q.recv, q.batch) for _ in range(q.iters)]
+            q.times = [_timed(comm, pt, q.call, q.recv, batch) for _ in range(q.iters)]
     flat = np.array([t for q in preps for t in q.times], np.float64)
     comm.Allreduce(MPI.IN_PLACE, flat, MPI.MAX)  # an iteration takes as long as its slowest rank
     bus = pt.collective.bus_factor(comm.Get_size())
@@ -498,7 +499,7 @@ def run_bench(comm: Any, cfg: Config, *, start: Callable[[dict[str, Any]], None]
                 algs = memory.fit(comm, algs, runs, left_out, budget, pt.nbytes, datatype.Get_size(), dims, exact,
                                   env["left_out"])
             preps = [prepare_point(comm, mpi_op, cfg, alg, dims, pt, exact=exact, ours=ours) for alg in algs]
-            results = time_point(comm, pt, preps, interleave=cfg.interleave)
+            results = time_point(comm, pt, preps, interleave=cfg.interleave, batch=cfg.batch)
             for alg, res in zip(algs, results):
                 size_rows.append({
                     "size": pt.nbytes, "count": pt.block, "type": cfg.dtype, "redop": cfg.op,
