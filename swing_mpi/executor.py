@@ -56,7 +56,8 @@ from mpi4py import MPI
 from .buffers import numpy_dtype
 from .schedule.base import COPY, REDUCE, Schedule
 
-__all__ = ["Plan", "Reducer", "TAG_BASE", "MAX_LANES", "TAG_SEQS", "TIMEOUT", "parse_timeout"]
+__all__ = ["Plan", "Reducer", "TAG_BASE", "MAX_LANES", "TAG_SEQS", "TIMEOUT", "parse_timeout", "WAITS",
+           "wait_policy", "parse_sleep"]
 
 TAG_BASE = 16
 MAX_LANES = 64
@@ -156,7 +157,6 @@ TIMEOUT: float | None = parse_timeout(os.environ.get("SWING_MPI_TIMEOUT"))
 """``$SWING_MPI_TIMEOUT``: seconds a wait may see no completion before :class:`TimeoutError` (None: wait forever).
 Read at import; a plan takes the value current when it is built."""
 
-_WAIT = os.environ.get("SWING_MPI_WAIT", "yield")
 _TYPES = os.environ.get("SWING_MPI_DATATYPES", "1") not in ("0", "off", "no")
 """``$SWING_MPI_DATATYPES=0``: pack several ranges into scratch with numpy instead of an MPI datatype."""
 
@@ -178,8 +178,35 @@ def _free_types(types: list[MPI.Datatype]) -> None:
     if not MPI.Is_finalized():
         for t in types:
             t.Free()
-_YIELD = _WAIT != "spin"
-_SLEEP = float(os.environ.get("SWING_MPI_SLEEP_US", "0")) * 1e-6
+
+
+WAITS = ("yield", "spin")
+"""Values of ``$SWING_MPI_WAIT`` (:func:`_wait_some`)."""
+
+
+def wait_policy(env: Any = os.environ) -> str:
+    """Return ``$SWING_MPI_WAIT`` (default ``yield``); raise ``ValueError`` naming :data:`WAITS` on another value."""
+    mode = env.get("SWING_MPI_WAIT", "") or "yield"
+    if mode not in WAITS:
+        raise ValueError(f"SWING_MPI_WAIT={mode!r}: expected one of {', '.join(WAITS)}")
+    return mode
+
+
+def parse_sleep(text: str | None) -> float:
+    """Parse ``$SWING_MPI_SLEEP_US`` (a sleep between idle polls, µs; 0 or unset: none) to seconds."""
+    if text is None or not text.strip():
+        return 0.0
+    try:
+        us = float(text)
+    except ValueError:
+        us = -1.0
+    if not us >= 0:  # also NaN
+        raise ValueError(f"SWING_MPI_SLEEP_US={text!r}: expected microseconds >= 0")
+    return us * 1e-6
+
+
+_YIELD = wait_policy() != "spin"
+_SLEEP = parse_sleep(os.environ.get("SWING_MPI_SLEEP_US"))
 
 
 def _wait_some(reqs: list[MPI.Request], timeout: float | None = None) -> list[int] | None:

@@ -1,6 +1,9 @@
-"""``$SWING_MPI_ALGORITHM`` and ``$SWING_MPI_DIMS`` are read once, at import (jobs launched from here)."""
+"""Variables read once, at import (jobs launched from here): ``$SWING_MPI_ALGORITHM``, ``$SWING_MPI_DIMS``,
+``$SWING_MPI_CHECK``, ``$SWING_MPI_WAIT`` and ``$SWING_MPI_SLEEP_US``."""
 
 from __future__ import annotations
+
+import pytest
 
 PROGRAM = """
     import os
@@ -60,3 +63,34 @@ def test_swing_mpi_check_turns_the_mismatch_check_on_for_every_call(launch):
     assert r.stdout.count("mismatch: allreduce: arguments differ between ranks (count differs: "
                           "8 on ranks 0, 2; 7 on rank 1)") == 6, r.stdout
     assert r.stdout.count("ok") == 3, r.stdout
+
+
+WAIT_PROGRAM = """
+    import numpy as np
+    from mpi4py import MPI
+    import swing_mpi
+    comm = MPI.COMM_WORLD
+    x = np.arange(1000, dtype=np.int64) * (comm.rank + 1)
+    y = np.empty_like(x)
+    for alg in ("swing-bw", "ring"):  # several lanes (Waitsome) and one (Waitall)
+        swing_mpi.allreduce(comm, x, y, algorithm=alg)
+        assert np.array_equal(y, np.arange(1000, dtype=np.int64) * (comm.size * (comm.size + 1) // 2)), alg
+    print("ok", flush=True)
+"""
+
+
+@pytest.mark.parametrize("env", [{"SWING_MPI_WAIT": "spin"}, {"SWING_MPI_WAIT": "yield", "SWING_MPI_SLEEP_US": "300"}])
+def test_wait_settings_are_exact(launch, env):
+    r = launch(WAIT_PROGRAM, 4, env=env)
+    assert r.returncode == 0, r.stdout
+    assert r.stdout.count("ok") == 4, r.stdout
+
+
+@pytest.mark.parametrize(("var", "value", "message"), [
+    ("SWING_MPI_WAIT", "busy", "SWING_MPI_WAIT='busy': expected one of yield, spin"),
+    ("SWING_MPI_SLEEP_US", "-5", "SWING_MPI_SLEEP_US='-5': expected microseconds >= 0"),
+])
+def test_bad_wait_settings_are_errors_at_import(launch, var, value, message):
+    r = launch(WAIT_PROGRAM, 2, env={var: value})
+    assert r.returncode != 0
+    assert message in r.stdout, r.stdout
