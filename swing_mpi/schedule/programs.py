@@ -9,10 +9,14 @@ Algorithm:
     - the two-way program (:func:`~.dimwise.twoway_program`): one block to
       each neighbour per step, the ring's minimum of block-hops, in
       ``(d−1)/2`` steps (so for ``d ≤ 9`` only);
+    - the two-sided circulant (:func:`~.dimwise.twosided_program`): blocks
+      converge from both sides along the circulant's paths of a ring of
+      ``(d+1)/2``: ``⌈log2((d+1)/2)⌉`` steps, fewer block-hops than the
+      circulant, both ports in every step (the long prime sides 11, 13, 23);
     - staged programs (:func:`~.dimwise.staged_program`): ``d = r_0·r_1·…``,
-      a circulant or two-way program per radix, later radices with longer
-      skips (``9 = 3·3`` two-way twice: 2 steps; ``15 = 5·3`` two-way then
-      circulant: 4 steps).
+      a circulant, two-way or two-sided program per radix, later radices with
+      longer skips (``9 = 3·3`` two-way twice: 2 steps; ``15 = 5·3`` two-way
+      then circulant: 4 steps).
 
     Each plain lane (and its mirror, which runs the mirror image) may run a
     different candidate on each odd side: the lanes run in lockstep, and a
@@ -37,7 +41,9 @@ Restrictions:
 Cost:
     Every combination of candidates per (lane, odd side) when there are at
     most :data:`MAX_COMBOS`; otherwise the best choice per side (the same for
-    every lane), then passes that change one (lane, side) at a time while
+    every lane; every combination of sides if there are at most
+    :data:`MAX_COMBOS`, else one side at a time), then passes that change one
+    (lane, side) at a time while
     that helps (at most 3).
     Computed once per shape (cached), the same on every rank.
 """
@@ -62,6 +68,7 @@ from .dimwise import (
     mirror_program,
     odd_radices,
     staged_program,
+    twosided_program,
     twoway_program,
 )
 
@@ -75,8 +82,9 @@ MAX_COMBOS = 1024
 def odd_candidates(d: int) -> tuple[RingProgram, ...]:
     """List the programs an odd side ``d`` may run, none of more than ``⌈log2 d⌉`` steps, the circulant first.
 
-    Then two-way, then every staged program: each ordered factorization of
-    ``d`` into odd factors, each stage circulant or two-way.
+    Then two-way, the two-sided circulant (from 7 up; below it is two-way),
+    then every staged program: each ordered factorization of ``d`` into odd
+    factors, each stage circulant, two-way or two-sided.
     """
     if d % 2 == 0 or d < 3:
         raise ValueError(f"expected an odd side of at least 3, got {d}")
@@ -84,18 +92,30 @@ def odd_candidates(d: int) -> tuple[RingProgram, ...]:
     out = [circulant_program(d)]
     if (d - 1) // 2 <= limit:
         out.append(twoway_program(d))
+    if d > 5:  # on 3 and 5 it is two-way
+        out.append(twosided_program(d))
     for radices in odd_radices(d)[1:]:
         for kinds in itertools.product(STAGE_KINDS, repeat=len(radices)):
-            steps = sum((r - 1) // 2 if k == "two-way" else (r - 1).bit_length() for r, k in zip(radices, kinds))
-            if steps <= limit:
+            if any(k == "two-sided" and r <= 5 for r, k in zip(radices, kinds)):
+                continue  # the same as two-way there
+            if sum(_stage_steps(r, k) for r, k in zip(radices, kinds)) <= limit:
                 out.append(staged_program(d, tuple(zip(radices, kinds))))
     return tuple(out)
 
 
+def _stage_steps(r: int, kind: str) -> int:
+    """Return the steps of ``kind``'s program on a ring of ``r``."""
+    if kind == "two-way":
+        return (r - 1) // 2
+    if kind == "two-sided":
+        return ((r - 1) // 2).bit_length()
+    return (r - 1).bit_length()
+
+
 def _held_share(prog: RingProgram) -> tuple[float, ...]:
     """After ``t`` steps: the largest share of the ring's blocks one node still holds."""
-    return tuple(max(bin(prog.held(c, t)).count("1") for c in range(prog.d)) / prog.d
-                 for t in range(prog.steps + 1))
+    held = prog.held_table()  # one lookup: hashing a program is not free
+    return tuple(max(bin(h).count("1") for h in row) / prog.d for row in held)
 
 
 def _link_arrays(prog: RingProgram) -> tuple[np.ndarray, ...]:
@@ -174,6 +194,10 @@ def lane_programs(dims: tuple[int, ...]) -> dict[tuple[int, int], tuple[RingProg
     programs: dict[int, dict[int, list[RingProgram | None]]] = {}
     facts: dict[int, dict[int, list[_Facts]]] = {}
     for k, d in enumerate(dims):
+        same = next((j for j in range(k) if dims[j] == d), None)
+        if same is not None:  # sides of equal length: the same programs and facts
+            programs[k], facts[k] = programs[same], facts[same]
+            continue
         base: list[RingProgram | None] = list(cands[k]) if k in cands else [dim_program(d) if d > 1 else None]
         programs[k] = {1: base, -1: [p if p is None else mirror_program(p) for p in base]}
         facts[k] = {sign: [_Facts(p) for p in progs] for sign, progs in programs[k].items()}
@@ -199,8 +223,20 @@ def lane_programs(dims: tuple[int, ...]) -> dict[tuple[int, int], tuple[RingProg
     if math.prod(len(r) for r in ranges) <= MAX_COMBOS:
         best = min((dict(zip(keys, c)) for c in itertools.product(*ranges)), key=score)
     else:
-        sides = (dict(zip(odd, c)) for c in itertools.product(*[range(len(cands[k])) for k in odd]))
-        side = min(sides, key=lambda m: score({(s, k): m[k] for s, k in keys}))
+        def side_score(m: dict[int, int]) -> tuple[float, int, int]:
+            return score({(s, k): m[k] for s, k in keys})
+
+        if math.prod(len(cands[k]) for k in odd) <= MAX_COMBOS:
+            side = min((dict(zip(odd, c)) for c in itertools.product(*[range(len(cands[k])) for k in odd])),
+                       key=side_score)
+        else:  # one side at a time, the others fixed, while that helps
+            side = dict.fromkeys(odd, 0)
+            for _ in range(3):
+                before = dict(side)
+                for k in odd:
+                    side = min(({**side, k: i} for i in range(len(cands[k]))), key=side_score)
+                if side == before:
+                    break
         best = {(s, k): side[k] for s, k in keys}
         for _ in range(3):  # change one (lane, side) at a time while that helps
             before = dict(best)

@@ -13,9 +13,12 @@ from swing_mpi.schedule.base import port_lanes
 from swing_mpi.schedule.dimwise import (
     STAGE_KINDS,
     check_program,
+    circulant_program,
     link_loads,
     odd_radices,
+    ring_loads,
     staged_program,
+    twosided_program,
     twoway_program,
 )
 from swing_mpi.schedule.programs import lane_programs, lockstep_cost, odd_candidates
@@ -37,10 +40,29 @@ def test_twoway_and_staged_programs_are_reduce_scatters(d):
         for kinds in itertools.product(STAGE_KINDS, repeat=len(radices)):
             prog = staged_program(d, tuple(zip(radices, kinds)))
             check_program(prog)
-            assert prog.steps == sum((r - 1) // 2 if k == "two-way" else (r - 1).bit_length()
-                                     for r, k in zip(radices, kinds))
+            assert prog.steps == sum((r - 1) // 2 if k == "two-way" else ((r - 1) // 2).bit_length()
+                                     if k == "two-sided" else (r - 1).bit_length() for r, k in zip(radices, kinds))
     for prog in odd_candidates(d):
         check_program(prog)
+
+
+@pytest.mark.parametrize("d", range(3, 48, 2))
+def test_two_sided_circulant(d):
+    prog = twosided_program(d)
+    check_program(prog)
+    h = (d - 1) // 2
+    assert prog.kind == "two-sided" and prog.steps == h.bit_length()  # ⌈log2(h + 1)⌉
+    half = circulant_program(h + 1)
+    for t, row in enumerate(prog.sends):
+        (skip, _), = half.sends[t][0]
+        for c, msgs in enumerate(row):  # to both sides, the same skip, never further than h
+            assert sorted(q for q, _ in msgs) == sorted({(c + skip) % d, (c - skip) % d}) and skip <= h
+    # fewer block-hops per port than the circulant's one-way route, never fewer than two-way's
+    two_ports = 2 * sum(ring_loads(prog))  # a lane and its mirror share both ports
+    assert two_ports <= sum(ring_loads(circulant_program(d))) + 1e-12
+    assert two_ports >= sum(ring_loads(twoway_program(d))) * 2 - 1e-12
+    if d >= 7:
+        assert two_ports < sum(ring_loads(circulant_program(d)))
 
 
 def test_staged_program_of_even_radices_too():
@@ -69,8 +91,9 @@ def test_candidates_never_take_more_steps():
         assert cands[0].kind == "circulant"
         assert all(p.steps <= (d - 1).bit_length() for p in cands)
         assert len({p.kind for p in cands}) == len(cands)
-    assert [p.kind for p in odd_candidates(7)] == ["circulant", "two-way"]
-    assert [p.kind for p in odd_candidates(11)] == ["circulant"]  # two-way takes 5 steps > 4
+    assert [p.kind for p in odd_candidates(5)] == ["circulant", "two-way"]  # two-sided is two-way there
+    assert [p.kind for p in odd_candidates(7)] == ["circulant", "two-way", "two-sided"]
+    assert [p.kind for p in odd_candidates(11)] == ["circulant", "two-sided"]  # two-way takes 5 steps > 4
     assert "two-way-5+circulant-3" in [p.kind for p in odd_candidates(15)]
 
 
@@ -80,7 +103,8 @@ def _lanes(dims):
 
 # Translation-invariant programs on every side (odd sides, powers of two): the lockstep
 # cost (reduce-scatter and all-gather) is exactly the routed model's, which normalises to 1 / (D · cost).
-@pytest.mark.parametrize("dims", [(4, 4), (8, 8), (3, 5), (5, 5), (7, 8), (3, 4, 4), (15, 16), (9, 9), (7,)],
+@pytest.mark.parametrize("dims", [(4, 4), (8, 8), (3, 5), (5, 5), (7, 8), (3, 4, 4), (15, 16), (9, 9), (7,), (11, 11),
+                                  (9, 8)],
                          ids=lambda d: "x".join(map(str, d)))
 def test_lockstep_cost_is_the_routed_model(dims):
     D = sum(1 for d in dims if d > 1)
@@ -103,7 +127,8 @@ def test_lanes_may_run_different_programs():
 
 
 @pytest.mark.parametrize("dims,floor", [((5, 5), 1.0), ((7, 7), 1.0), ((3, 3, 3), 1.0), ((3, 5, 7), 0.8),
-                                        ((9, 8), 0.77), ((5, 6), 0.88), ((15, 16), 0.77)], ids=str)
+                                        ((9, 8), 0.79), ((5, 6), 0.88), ((15, 16), 0.77), ((11, 11), 0.83),
+                                        ((13, 13), 0.75), ((11, 12), 0.65)], ids=str)
 def test_odd_shapes_gain(dims, floor):
     r = analyze("swing-bw", dims)
     assert r.ceiling("routed") >= floor

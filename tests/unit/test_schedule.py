@@ -99,7 +99,7 @@ def test_swing_bw_ring_every_p(p):
     assert_bit_identical(outs)
 
 
-SHAPES_2D = [(a, b) for a in range(1, 13) for b in range(1, 13) if a <= b] + [(7, 8), (15, 16)]
+SHAPES_2D = [(a, b) for a in range(1, 13) for b in range(1, 13) if a <= b] + [(7, 8), (15, 16), (13, 13)]
 ALL_3D = [(a, b, c) for a in range(2, 7) for b in range(a, 7) for c in range(b, 7)]
 SHAPES_3D_ALWAYS = [(2, 2, 2), (2, 2, 3), (2, 3, 5), (3, 3, 3), (3, 4, 4), (2, 4, 4), (4, 4, 4), (3, 5, 6),
                     (5, 5, 5), (3, 4, 2), (4, 6, 6)]
