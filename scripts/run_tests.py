@@ -27,7 +27,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SIZES = [1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 15, 16]
+SIZES = [1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 12, 15, 16]
+"""11: the ring of a prime side that runs the two-sided circulant; 15: staged programs."""
 
 
 OPEN_MPI_ENV = {
