@@ -16,6 +16,8 @@ The search tries every skip sequence (``s_0 = ±1``) and every closed family of
 ``d − 2^{L−1}``).
 
 Usage: python benchmarks/results/model/odd_sides_search.py [d ...]   (default 3 5 7 9 11 13 15)
+       python benchmarks/results/model/odd_sides_search.py --two-sided [d ...]   (default 7 … 19):
+       programs with two peers per step, ``c ± s_t`` (:func:`best_two_sided`)
 """
 
 from __future__ import annotations
@@ -85,12 +87,74 @@ def circulant_hops(d: int) -> int:
     return total
 
 
+def best_two_sided(d: int) -> tuple[int, tuple[int, ...], list[int]]:
+    """Return ``(block-hops per port, skips, family)`` of the cheapest two-sided program of ``d``.
+
+    Two-sided: with ``h = (d−1)/2``, step ``t`` sends to ``c + s_t`` and ``c − s_t``
+    (``1 ≤ s_t ≤ h``), the blocks ``1 … h`` places ahead forward and as many behind
+    backward, each along a set of a family closed under dropping its smallest
+    step whose skips add up to the offset exactly (no wrap-around), in
+    ``⌈log2(h+1)⌉`` steps. A port carries a lane's and its mirror's moves:
+    twice ``Σ s_{min T}``. The two-sided circulant
+    (:func:`swing_mpi.schedule.dimwise.twosided_program`) is one of them.
+    """
+    h = (d - 1) // 2
+    L = h.bit_length()
+    families = [f for f in closed_families(L) if len(f) == h + 1]
+    first = [(s & -s).bit_length() - 1 for s in range(1 << L)]
+    best: tuple[int, tuple[int, ...], list[int]] | None = None
+    for skips in itertools.product(range(1, h + 1), repeat=L):
+        total = [sum(skips[t] for t in range(L) if s >> t & 1) for s in range(1 << L)]
+        for fam in families:
+            if sorted(total[s] for s in fam) != list(range(h + 1)):
+                continue
+            c = 2 * sum(skips[first[s]] for s in fam if s)
+            if best is None or c < best[0]:
+                best = (c, skips, fam)
+    assert best is not None
+    return best
+
+
+def two_sided_circulant_hops(d: int) -> int:
+    """Return the two-sided circulant's block-hops per port (a lane and its mirror).
+
+    Twice those of the circulant's paths on a ring of ``(d+1)/2``, unwrapped.
+    """
+    return 2 * _unwrapped_circulant_hops((d - 1) // 2 + 1)
+
+
+def _unwrapped_circulant_hops(n: int) -> int:
+    """Block-hops of the circulant's paths on a ring of ``n`` for offsets ``1 … n−1``, counted without wrap-around."""
+    L = max(1, (n - 1).bit_length())
+    r = n - (1 << (L - 1))
+    skips = [1 << t for t in range(L - 1)] + [r]
+    total = 0
+    for j in range(1, n):
+        steps = [t for t in range(L - 1) if (j - r) >> t & 1] + [L - 1] if j >= r else \
+            [t for t in range(L - 1) if j >> t & 1]
+        total += skips[min(steps)]
+    return total
+
+
 def main() -> None:
-    sides = [int(a) for a in sys.argv[1:]] or [3, 5, 7, 9, 11, 13, 15]
-    print(f"{'d':>3} {'steps':>5} {'ring minimum':>12} {'circulant':>9} {'best found':>10}  skips, family")
+    args = sys.argv[1:]
+    two_sided = "--two-sided" in args
+    sides = [int(a) for a in args if a != "--two-sided"] or ([7, 9, 11, 13, 15, 17, 19] if two_sided
+                                                              else [3, 5, 7, 9, 11, 13, 15])
     for d in sides:
         if d < 3 or d % 2 == 0:
             raise SystemExit(f"{d}: expected an odd side of at least 3")
+    if two_sided:
+        print(f"{'d':>3} {'steps':>5} {'two-way':>7} {'circulant':>9} {'two-sided circ.':>15} {'best found':>10}"
+              "  skips, family   (block-hops per port, a lane and its mirror)")
+        for d in sides:
+            c, skips, fam = best_two_sided(d)
+            sets = " ".join("{" + ",".join(str(t) for t in range(8) if s >> t & 1) + "}" for s in sorted(fam))
+            print(f"{d:>3} {((d - 1) // 2).bit_length():>5} {d - 1:>7} {circulant_hops(d):>9} "
+                  f"{two_sided_circulant_hops(d):>15} {c:>10}  {skips}, {sets}")
+        return
+    print(f"{'d':>3} {'steps':>5} {'ring minimum':>12} {'circulant':>9} {'best found':>10}  skips, family")
+    for d in sides:
         c, skips, fam = best_program(d)
         sets = " ".join("{" + ",".join(str(t) for t in range(8) if s >> t & 1) + "}" for s in sorted(fam))
         print(f"{d:>3} {(d - 1).bit_length():>5} {d - 1:>12} {circulant_hops(d):>9} {c:>10}  {skips}, {sets}")
