@@ -1,5 +1,8 @@
-"""Variables read once, at import (jobs launched from here): ``$SWING_MPI_ALGORITHM``, ``$SWING_MPI_DIMS``,
-``$SWING_MPI_CHECK``, ``$SWING_MPI_WAIT`` and ``$SWING_MPI_SLEEP_US``."""
+"""Variables read once, at import (jobs launched from here).
+
+``$SWING_MPI_ALGORITHM``, ``$SWING_MPI_DIMS``, ``$SWING_MPI_CHECK``, ``$SWING_MPI_WAIT`` and
+``$SWING_MPI_SLEEP_US``.
+"""
 
 from __future__ import annotations
 
