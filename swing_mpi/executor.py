@@ -200,7 +200,7 @@ def parse_sleep(text: str | None) -> float:
         us = float(text)
     except ValueError:
         us = -1.0
-    if not us >= 0:  # also NaN
+    if not 0 <= us < float("inf"):  # also NaN
         raise ValueError(f"SWING_MPI_SLEEP_US={text!r}: expected microseconds >= 0")
     return us * 1e-6
 

@@ -25,7 +25,7 @@ def test_sleep_us(text, seconds):
     assert ex.parse_sleep(text) == pytest.approx(seconds)
 
 
-@pytest.mark.parametrize("text", ["-1", "nan", "1ms", "x"])
+@pytest.mark.parametrize("text", ["-1", "nan", "inf", "1ms", "x"])
 def test_bad_sleep_us(text):
     with pytest.raises(ValueError, match="SWING_MPI_SLEEP_US=.*expected microseconds >= 0"):
         ex.parse_sleep(text)
