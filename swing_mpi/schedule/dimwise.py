@@ -246,8 +246,10 @@ def _shift(mask: int, c: int, d: int, sign: int) -> int:
     return sum(1 << ((c + sign * j) % d) for j in bits(mask))
 
 
-STAGE_KINDS = ("circulant", "two-way", "two-sided")
-"""The one-ring programs a stage of :func:`staged_program` may run."""
+STAGE_PROGRAMS: dict[str, Callable[[int], RingProgram]] = {
+    "circulant": circulant_program, "two-way": twoway_program, "two-sided": twosided_program}
+"""The one-ring programs a stage of :func:`staged_program` may run, by kind."""
+STAGE_KINDS = tuple(STAGE_PROGRAMS)
 
 
 def staged_program(d: int, stages: Sequence[tuple[int, str]]) -> RingProgram:
@@ -270,7 +272,7 @@ def staged_program(d: int, stages: Sequence[tuple[int, str]]) -> RingProgram:
     for r, kind in stages:
         if kind not in STAGE_KINDS:
             raise ValueError(f"stage kind must be one of {', '.join(STAGE_KINDS)}, got {kind!r}")
-        prog = {"two-way": twoway_program, "two-sided": twosided_program}.get(kind, circulant_program)(r)
+        prog = STAGE_PROGRAMS[kind](r)
         first: dict[int, tuple[int, int]] = {}  # offset -> (step, signed skip) of node 0's first move
         for t, row in enumerate(prog.sends):
             for q, m in row[0]:

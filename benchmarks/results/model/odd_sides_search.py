@@ -118,22 +118,10 @@ def best_two_sided(d: int) -> tuple[int, tuple[int, ...], list[int]]:
 def two_sided_circulant_hops(d: int) -> int:
     """Return the two-sided circulant's block-hops per port (a lane and its mirror).
 
-    Twice those of the circulant's paths on a ring of ``(d+1)/2``, unwrapped.
+    Twice the circulant's on a ring of ``(d+1)/2``: its skips are all shorter
+    than half that ring, so its paths never wrap and count the same unwrapped.
     """
-    return 2 * _unwrapped_circulant_hops((d - 1) // 2 + 1)
-
-
-def _unwrapped_circulant_hops(n: int) -> int:
-    """Block-hops of the circulant's paths on a ring of ``n`` for offsets ``1 … n−1``, counted without wrap-around."""
-    L = max(1, (n - 1).bit_length())
-    r = n - (1 << (L - 1))
-    skips = [1 << t for t in range(L - 1)] + [r]
-    total = 0
-    for j in range(1, n):
-        steps = [t for t in range(L - 1) if (j - r) >> t & 1] + [L - 1] if j >= r else \
-            [t for t in range(L - 1) if j >> t & 1]
-        total += skips[min(steps)]
-    return total
+    return 2 * circulant_hops((d - 1) // 2 + 1)
 
 
 def main() -> None:
