@@ -29,9 +29,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 SIZES = [1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 12, 15, 16]
 """11: the ring of a prime side that runs the two-sided circulant; 15: staged programs."""
-ALGORITHM_FILES = ("tests/mpi/test_allreduce.py", "tests/mpi/test_executor_paths.py", "tests/mpi/test_collectives.py")
-PARTIAL_SIZES = {11: ALGORITHM_FILES}
-"""Sizes that run only these files (every algorithm and executor path against MPI), to keep CI short."""
+WHOLE_SIZES = {1, 2, 3, 4, 5, 8}
+"""Sizes that run every file of tests/mpi; the others run :data:`ALGORITHM_FILES` only, to keep CI short."""
+ALGORITHM_FILES = ("tests/mpi/test_allreduce.py", "tests/mpi/test_executor_paths.py", "tests/mpi/test_collectives.py",
+                   "tests/mpi/test_fuzz.py", "tests/mpi/test_mismatch.py")
+"""Every algorithm, collective and executor path against MPI, random cases, and ranks that disagree."""
+UNIT_GROUPS = (("tests/unit/test_schedule.py", "tests/unit/test_hamiltonian.py"), ("tests/unit",))
+"""The unit tests run as two pytest processes at once (about equal halves; the second skips the first's
+files); tests/launch and tests/lab run after them, alone, since they time their own jobs."""
 
 
 OPEN_MPI_ENV = {
@@ -75,6 +80,24 @@ def counts(text: str) -> tuple[int, int]:
     return get("passed"), get("failed") + get("error")
 
 
+def pytest_parts(parts: list[list[str]], env: dict[str, str], extra: list[str]) -> list[
+        tuple[list[str], subprocess.CompletedProcess[str]]]:
+    """Run one plain pytest per argument list, all at once; return each list with its finished process."""
+    running = []
+    for part in parts:
+        cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *part, *extra]
+        log = tempfile.TemporaryFile("w+")  # a file, not a pipe: a chatty run never blocks on a full pipe
+        running.append((part, cmd, log, subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                                         text=True)))
+    done = []
+    for part, cmd, log, proc in running:
+        proc.wait()
+        log.seek(0)
+        done.append((part, subprocess.CompletedProcess(cmd, proc.returncode, log.read())))
+        log.close()
+    return done
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default=",".join(map(str, SIZES)), help="MPI sizes, comma separated")
@@ -103,25 +126,28 @@ def main() -> int:
     passed = failed = 0
     t0 = time.time()
     if not args.no_unit:
-        dirs = ["tests/launch"] if args.mpi_dependent else ["tests/unit", "tests/launch", "tests/lab"]
+        dirs = ["tests/launch"] if args.mpi_dependent else ["tests/launch", "tests/lab"]
         if "Open MPI" in name and "tests/lab" in dirs:
             dirs.remove("tests/lab")
             print("== tests/lab left out: the emulated lab runs MPICH (hydra, TCP netmod)", flush=True)
-        print(f"== {', '.join(dirs)} (plain pytest)", flush=True)
-        r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                            *dirs, *args.pytest_args], env=env,
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        print(r.stdout[-6000:], flush=True)
-        p, f = counts(r.stdout)
-        passed += p
-        failed += f + (1 if r.returncode not in (0, 5) and not f else 0)
+        runs = [] if args.mpi_dependent else [list(g) for g in UNIT_GROUPS]
+        for f in runs[0] if runs else ():
+            runs[-1] += ["--ignore", f]
+        for part, out in pytest_parts(runs, env, args.pytest_args) + pytest_parts([dirs], env, args.pytest_args):
+            shown = [a for i, a in enumerate(part) if a.startswith("tests/") and part[i - 1] != "--ignore"]
+            print(f"== {', '.join(shown)}{' (but the files above)' if '--ignore' in part else ''} (plain pytest)",
+                  flush=True)
+            print(out.stdout[-6000:], flush=True)
+            p, f = counts(out.stdout)
+            passed += p
+            failed += f + (1 if out.returncode not in (0, 5) and not f else 0)
     if not args.no_mpi:
         logs = Path(tempfile.mkdtemp(prefix="swing-mpi-tests-"))
         for n in [int(x) for x in args.sizes.split(",") if x]:
             started = time.time()
             cmd = [mpiexec, "-n", str(n), sys.executable, str(ROOT / "scripts" / "rank_logs.py"), str(logs),
                    sys.executable, "-m", "mpi4py", "-m", "pytest", "--with-mpi", "-q", "-p", "no:cacheprovider",
-                   *PARTIAL_SIZES.get(n, ("tests/mpi",)), *args.pytest_args]
+                   *(("tests/mpi",) if n in WHOLE_SIZES else ALGORITHM_FILES), *args.pytest_args]
             try:
                 r = subprocess.run(cmd, env=dict(env, MPIEXEC_TIMEOUT=str(args.timeout)),
                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,

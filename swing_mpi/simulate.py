@@ -130,16 +130,23 @@ def simulate(
 
 
 def _check_disjoint_lanes(schedules: Sequence[Schedule]) -> None:
+    """Raise if two lanes of one rank send or receive the same element (they run concurrently)."""
     for s in schedules:
         if len(s.lanes) < 2:
             continue
-        owner = np.full(s.count * s.slots, -1, dtype=np.int64)
+        n = s.count * s.slots
+        covered = np.zeros((len(s.lanes), n), dtype=bool)
         for li, lane in enumerate(s.lanes):
-            for st in lane:
-                for t in st.transfers:
-                    for a, b in t.send + t.recv:
-                        seg = owner[a:b]
-                        clash = (seg != -1) & (seg != li)
-                        if clash.any():
-                            raise ScheduleError(f"rank {s.rank}: lanes {li} and {int(seg[clash][0])} share elements")
-                        seg[:] = li
+            bounds = [ab for st in lane for t in st.transfers for ab in (*t.send, *t.recv)]
+            if not bounds:
+                continue
+            edges = np.zeros(n + 1, dtype=np.int64)  # +1 where a range starts, -1 where it ends
+            ab = np.asarray(bounds, dtype=np.int64)
+            np.add.at(edges, ab[:, 0], 1)
+            np.add.at(edges, ab[:, 1], -1)
+            covered[li] = np.cumsum(edges[:n]) > 0
+        shared = covered.sum(axis=0) > 1
+        if shared.any():
+            first = int(np.argmax(shared))
+            a, b = np.flatnonzero(covered[:, first])[:2]
+            raise ScheduleError(f"rank {s.rank}: lanes {int(a)} and {int(b)} share elements")

@@ -43,6 +43,11 @@ FULL = P <= 4 or bool(os.environ.get("SWING_MPI_TEST_FULL"))
 p, oversubscribed on CI's two cores: every (dtype, op) pair with the counts
 taken in turn, and every count for a few pairs — all counts, dtypes and ops
 are still covered at every size."""
+LIGHT = P > 8 and not os.environ.get("SWING_MPI_TEST_FULL")
+"""Above 8 ranks (each call costs about p times more on two cores): every op with one integer type
+and every float type with one op, the types taken in turn so that all are covered; every count
+for the ring and for a few pairs. The reduction code is the same at every p; what changes with p
+is the schedule, and every algorithm still runs on every shape at every count."""
 
 
 def counts():
@@ -128,33 +133,47 @@ def spread(items, i):
 
 @pytest.mark.parametrize("algorithm", OURS)
 def test_integers_every_op(algorithm):
+    ops = ARITH + BITWISE + LOGICAL
+    always = ((np.int64, "SUM"), (np.uint8, "BXOR"))
+    if LIGHT:
+        pairs = [(INTS[j % len(INTS)], opname) for j, opname in enumerate(ops)] + list(always)
+    else:
+        pairs = [(dt, opname) for dt in INTS for opname in ops]
     cases = []
     i = 0
-    for k, dt in enumerate(INTS):
-        for j, opname in enumerate(ARITH + BITWISE + LOGICAL):
-            for n in counts_for(k + j, always=(dt, opname) in ((np.int64, "SUM"), (np.uint8, "BXOR"))):
-                i += 1
-                x = make_input(dt, opname, n, R)
-                cases.append(((algorithm, spread(DIMS, i), x, getattr(MPI, opname)),
-                              {"inplace": bool(i // len(DIMS) % 2)}))
+    for k, (dt, opname) in enumerate(pairs):
+        for n in counts_for(k + k // len(ops), always=(dt, opname) in always):
+            i += 1
+            x = make_input(dt, opname, n, R)
+            cases.append(((algorithm, spread(DIMS, i), x, getattr(MPI, opname)),
+                          {"inplace": bool(i // len(DIMS) % 2)}))
     run_cases(cases)
+
+
+def float_pairs(di):
+    """(dtype, op) for the di-th shape: every pair, or (LIGHT) each float type with one op in turn."""
+    pairs = [(dt, opname) for dt in FLOATS for opname in (["SUM", "PROD"] if np.dtype(dt).kind == "c" else ARITH)]
+    if not LIGHT:
+        return pairs
+    light = [(dt, [o for d, o in pairs if d == dt][(di + k) % (2 if np.dtype(dt).kind == "c" else 4)])
+             for k, dt in enumerate(FLOATS)]
+    return light + ([(np.float64, "SUM")] if (np.float64, "SUM") not in light else [])
 
 
 @pytest.mark.parametrize("algorithm", OURS)
 def test_floats_and_bool(algorithm):
     cases = []
     i = 0
-    for dims in DIMS:
-        for dt in FLOATS:
-            for j, opname in enumerate(["SUM", "PROD"] if np.dtype(dt).kind == "c" else ARITH):
-                for n in counts_for(i + j, always=(dt, opname) == (np.float64, "SUM")):
-                    i += 1
-                    x = make_input(dt, opname, n, R)
-                    exact = opname in ("MAX", "MIN")
-                    rtol = 1e-4 if dt == np.float32 else 1e-9
-                    cases.append(((algorithm, dims, x, getattr(MPI, opname)),
-                                  {"inplace": bool(i % 2), "exact": exact, "rtol": rtol}))
-        for opname in LOGICAL:
+    for di, dims in enumerate(DIMS):
+        for j, (dt, opname) in enumerate(float_pairs(di)):
+            for n in counts_for(i + j, always=(dt, opname) == (np.float64, "SUM") and not (LIGHT and di)):
+                i += 1
+                x = make_input(dt, opname, n, R)
+                exact = opname in ("MAX", "MIN")
+                rtol = 1e-4 if dt == np.float32 else 1e-9
+                cases.append(((algorithm, dims, x, getattr(MPI, opname)),
+                              {"inplace": bool(i % 2), "exact": exact, "rtol": rtol}))
+        for opname in LOGICAL[di % len(LOGICAL):][:1] if LIGHT else LOGICAL:
             for n in counts_for(i):
                 i += 1
                 x = make_input(np.bool_, opname, n, R)
@@ -190,7 +209,7 @@ def test_maxloc_minloc_ties(algorithm):
     i = 0
     for dims in DIMS:
         for op in (MPI.MAXLOC, MPI.MINLOC):
-            for n in counts_for(i, always=True):
+            for n in counts_for(i, always=not (LIGHT and dims)):
                 i += 1
                 cases.append(((algorithm, dims, _pairs(n, R), op),
                               {"inplace": bool(i % 2), "datatype": MPI.DOUBLE_INT}))

@@ -362,6 +362,23 @@ def test_simulator_rejects_unmatched_message():
         simulate(scheds, [np.ones(16, np.int64)] * 4)
 
 
+def test_simulator_rejects_lanes_that_share_elements():
+    from dataclasses import replace
+
+    scheds = [build_schedule("swing-bw", (4, 4), r, 64) for r in range(16)]
+    assert len(scheds[5].lanes) >= 2
+    simulate(scheds, [np.ones(64, np.int64)] * 16)  # as built: disjoint lanes
+    lanes = list(scheds[5].lanes)
+    st = lanes[1][0]
+    t = st.transfers[0]
+    a, _ = scheds[5].lanes[0][0].transfers[0].send[0]  # an element lane 0 sends
+    lanes[1] = (replace(st, transfers=(replace(t, send=((a, a + 1), *t.send[1:])),) + st.transfers[1:]),
+                *lanes[1][1:])
+    scheds[5] = replace(scheds[5], lanes=tuple(lanes))
+    with pytest.raises(ScheduleError, match="rank 5: lanes 0 and 1 share elements"):
+        simulate(scheds, [np.ones(64, np.int64)] * 16)
+
+
 # -- topology input checks ----------------------------------------------------------------
 
 @pytest.mark.parametrize("spec, msg", [
