@@ -133,6 +133,9 @@ def main() -> int:
         runs = [] if args.mpi_dependent else [list(g) for g in UNIT_GROUPS]
         for f in runs[0] if runs else ():
             runs[-1] += ["--ignore", f]
+        if runs:
+            print(f"== tests/unit in {len(runs)} pytest processes at once (a few minutes); "
+                  "their output follows when all have ended", flush=True)
         for part, out in pytest_parts(runs, env, args.pytest_args) + pytest_parts([dirs], env, args.pytest_args):
             shown = [a for i, a in enumerate(part) if a.startswith("tests/") and part[i - 1] != "--ignore"]
             print(f"== {', '.join(shown)}{' (but the files above)' if '--ignore' in part else ''} (plain pytest)",

@@ -78,11 +78,15 @@ MAX_COMBOS = 1024
 """Most combinations tried exhaustively."""
 
 
+TWO_SIDED_FROM = 7
+"""The smallest odd side where the two-sided circulant differs from two-way (on 3 and 5 it is two-way)."""
+
+
 @lru_cache(maxsize=128)
 def odd_candidates(d: int) -> tuple[RingProgram, ...]:
     """List the programs an odd side ``d`` may run, none of more than ``⌈log2 d⌉`` steps, the circulant first.
 
-    Then two-way, the two-sided circulant (from 7 up; below it is two-way),
+    Then two-way, the two-sided circulant (from :data:`TWO_SIDED_FROM` up),
     then every staged program: each ordered factorization of ``d`` into odd
     factors, each stage circulant, two-way or two-sided.
     """
@@ -92,19 +96,22 @@ def odd_candidates(d: int) -> tuple[RingProgram, ...]:
     out = [circulant_program(d)]
     if (d - 1) // 2 <= limit:
         out.append(twoway_program(d))
-    if d > 5:  # on 3 and 5 it is two-way
+    if d >= TWO_SIDED_FROM:
         out.append(twosided_program(d))
     for radices in odd_radices(d)[1:]:
         for kinds in itertools.product(STAGE_KINDS, repeat=len(radices)):
-            if any(k == "two-sided" and r <= 5 for r, k in zip(radices, kinds)):
-                continue  # the same as two-way there
+            if any(k == "two-sided" and r < TWO_SIDED_FROM for r, k in zip(radices, kinds)):
+                continue
             if sum(_stage_steps(r, k) for r, k in zip(radices, kinds)) <= limit:
                 out.append(staged_program(d, tuple(zip(radices, kinds))))
     return tuple(out)
 
 
 def _stage_steps(r: int, kind: str) -> int:
-    """Return the steps of ``kind``'s program on a ring of ``r``."""
+    """Return the steps of ``kind``'s program on a ring of ``r`` without building it (the choice is timed).
+
+    tests/unit/test_odd_programs.py checks it against the built programs.
+    """
     if kind == "two-way":
         return (r - 1) // 2
     if kind == "two-sided":

@@ -12,6 +12,7 @@ from swing_mpi.schedule import build_schedule
 from swing_mpi.schedule.base import port_lanes
 from swing_mpi.schedule.dimwise import (
     STAGE_KINDS,
+    STAGE_PROGRAMS,
     check_program,
     circulant_program,
     link_loads,
@@ -21,7 +22,7 @@ from swing_mpi.schedule.dimwise import (
     twosided_program,
     twoway_program,
 )
-from swing_mpi.schedule.programs import lane_programs, lockstep_cost, odd_candidates
+from swing_mpi.schedule.programs import TWO_SIDED_FROM, _stage_steps, lane_programs, lockstep_cost, odd_candidates
 from swing_mpi.schedule.swing import swing_lane
 
 
@@ -95,6 +96,14 @@ def test_candidates_never_take_more_steps():
     assert [p.kind for p in odd_candidates(7)] == ["circulant", "two-way", "two-sided"]
     assert [p.kind for p in odd_candidates(11)] == ["circulant", "two-sided"]  # two-way takes 5 steps > 4
     assert "two-way-5+circulant-3" in [p.kind for p in odd_candidates(15)]
+
+
+def test_stage_steps_are_the_programs_steps():
+    for r in range(3, 40, 2):
+        for kind, build in STAGE_PROGRAMS.items():
+            if kind == "two-sided" and r < TWO_SIDED_FROM:
+                assert build(r).sends == twoway_program(r).sends  # why the candidates leave it out there
+            assert _stage_steps(r, kind) == build(r).steps, (r, kind)
 
 
 def _lanes(dims):
