@@ -42,9 +42,9 @@ Cost:
     Every combination of candidates per (lane, odd side) when there are at
     most :data:`MAX_COMBOS`; otherwise the best choice per side (the same for
     every lane; every combination of sides if there are at most
-    :data:`MAX_COMBOS`, else one side at a time), then passes that change one
-    (lane, side) at a time while
-    that helps (at most 3).
+    :data:`MAX_COMBOS`, else one side at a time, starting from the best
+    program shared by sides of equal length), then passes that change one
+    (lane, side) at a time while that helps (at most 3).
     Computed once per shape (cached), the same on every rank.
 """
 
@@ -236,14 +236,26 @@ def lane_programs(dims: tuple[int, ...]) -> dict[tuple[int, int], tuple[RingProg
         if math.prod(len(cands[k]) for k in odd) <= MAX_COMBOS:
             side = min((dict(zip(odd, c)) for c in itertools.product(*[range(len(cands[k])) for k in odd])),
                        key=side_score)
-        else:  # one side at a time, the others fixed, while that helps
-            side = dict.fromkeys(odd, 0)
-            for _ in range(3):
-                before = dict(side)
-                for k in odd:
-                    side = min(({**side, k: i} for i in range(len(cands[k]))), key=side_score)
-                if side == before:
-                    break
+        else:  # one side at a time, the others fixed, while that helps; from the circulant everywhere
+            # and from the best choice that gives equal sides the same program (one side alone may not
+            # gain: on 45x45 a staged program on one side only is worse than the circulant on both)
+            first = {dims[k]: k for k in reversed(odd)}  # each odd length: its first side
+            lengths = list(first)
+            starts_from = [dict.fromkeys(odd, 0)]
+            if math.prod(len(cands[first[d]]) for d in lengths) <= MAX_COMBOS:
+                starts_from.append(min(({k: c[lengths.index(dims[k])] for k in odd}
+                                        for c in itertools.product(*[range(len(cands[first[d]])) for d in lengths])),
+                                       key=side_score))
+            ends = []
+            for side in starts_from:
+                for _ in range(3):
+                    before = dict(side)
+                    for k in odd:
+                        side = min(({**side, k: i} for i in range(len(cands[k]))), key=side_score)
+                    if side == before:
+                        break
+                ends.append(side)
+            side = min(ends, key=side_score)
         best = {(s, k): side[k] for s, k in keys}
         for _ in range(3):  # change one (lane, side) at a time while that helps
             before = dict(best)
