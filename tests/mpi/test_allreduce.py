@@ -1,7 +1,7 @@
 """Every algorithm against MPI_Allreduce, under mpiexec (pytest-mpi).
 
 Run: ``mpiexec -n N python -m mpi4py -m pytest --with-mpi tests/mpi`` for
-each N (``scripts/test.sh`` does 13 sizes from 1 to 16). Integers compare exactly, floats
+each N (``scripts/test.sh`` does 12 sizes from 1 to 16). Integers compare exactly, floats
 with a tolerance to MPI and bit-for-bit across ranks.
 """
 
