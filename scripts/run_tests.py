@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Run the whole test suite: unit, launcher and lab tests, then the MPI tests at 12 sizes from 1 to 16.
 
-``tests/unit``, ``tests/launch`` (tests that start their own small ``mpiexec`` jobs) and
-``tests/lab`` (MPICH only: the lab drives hydra's options and MPICH's TCP transport) run in one
-plain pytest. Each MPI size is its own ``mpiexec -n N python -m mpi4py -m pytest --with-mpi``
+``tests/unit`` runs as two plain pytest processes at once (:data:`UNIT_GROUPS`), then
+``tests/launch`` (tests that start their own small ``mpiexec`` jobs) and ``tests/lab`` (MPICH
+only: the lab drives hydra's options and MPICH's TCP transport) in one more. Each MPI size is
+its own ``mpiexec -n N python -m mpi4py -m pytest --with-mpi``
 launch with ``MPIEXEC_TIMEOUT`` set, so a deadlock fails that size quickly
 instead of hanging; ``python -m mpi4py`` aborts all ranks on an uncaught
 exception. Rank 0's output is shown; the other ranks' logs are shown only
@@ -138,8 +139,8 @@ def main() -> int:
                   "their output follows when all have ended", flush=True)
         for part, out in pytest_parts(runs, env, args.pytest_args) + pytest_parts([dirs], env, args.pytest_args):
             shown = [a for i, a in enumerate(part) if a.startswith("tests/") and part[i - 1] != "--ignore"]
-            print(f"== {', '.join(shown)}{' (but the files above)' if '--ignore' in part else ''} (plain pytest)",
-                  flush=True)
+            left = [Path(a).name for i, a in enumerate(part) if part[i - 1] == "--ignore"]
+            print(f"== {', '.join(shown)}{' except ' + ', '.join(left) if left else ''} (plain pytest)", flush=True)
             print(out.stdout[-6000:], flush=True)
             p, f = counts(out.stdout)
             passed += p

@@ -39,10 +39,10 @@ LOGICAL = ["LAND", "LOR", "LXOR"]
 
 
 FULL = P <= 4 or bool(os.environ.get("SWING_MPI_TEST_FULL"))
-"""Small p (or SWING_MPI_TEST_FULL=1): every count for every (dtype, op). Larger
-p, oversubscribed on CI's two cores: every (dtype, op) pair with the counts
-taken in turn, and every count for a few pairs — all counts, dtypes and ops
-are still covered at every size."""
+"""Small p (or SWING_MPI_TEST_FULL=1): every count for every (dtype, op). At 5-8 ranks,
+oversubscribed on CI's two cores: every (dtype, op) pair with the counts taken in
+turn, and every count for a few pairs (above 8: :data:`LIGHT`) — all counts, dtypes
+and ops are still covered at every size."""
 LIGHT = P > 8 and not os.environ.get("SWING_MPI_TEST_FULL")
 """Above 8 ranks (each call costs about p times more on two cores): every op with one integer type
 and every float type with one op, the types taken in turn so that all are covered; every count
