@@ -124,6 +124,11 @@ def two_sided_circulant_hops(d: int) -> int:
     return 2 * circulant_hops((d - 1) // 2 + 1)
 
 
+def family_text(fam: list[int]) -> str:
+    """Write a family of step sets (bit masks) as ``{0,1} {1} …``."""
+    return " ".join("{" + ",".join(str(t) for t in range(8) if s >> t & 1) + "}" for s in sorted(fam))
+
+
 def main() -> None:
     args = sys.argv[1:]
     two_sided = "--two-sided" in args
@@ -137,15 +142,13 @@ def main() -> None:
               "  skips, family   (block-hops per port, a lane and its mirror)")
         for d in sides:
             c, skips, fam = best_two_sided(d)
-            sets = " ".join("{" + ",".join(str(t) for t in range(8) if s >> t & 1) + "}" for s in sorted(fam))
             print(f"{d:>3} {((d - 1) // 2).bit_length():>5} {d - 1:>7} {circulant_hops(d):>9} "
-                  f"{two_sided_circulant_hops(d):>15} {c:>10}  {skips}, {sets}")
+                  f"{two_sided_circulant_hops(d):>15} {c:>10}  {skips}, {family_text(fam)}")
         return
     print(f"{'d':>3} {'steps':>5} {'ring minimum':>12} {'circulant':>9} {'best found':>10}  skips, family")
     for d in sides:
         c, skips, fam = best_program(d)
-        sets = " ".join("{" + ",".join(str(t) for t in range(8) if s >> t & 1) + "}" for s in sorted(fam))
-        print(f"{d:>3} {(d - 1).bit_length():>5} {d - 1:>12} {circulant_hops(d):>9} {c:>10}  {skips}, {sets}")
+        print(f"{d:>3} {(d - 1).bit_length():>5} {d - 1:>12} {circulant_hops(d):>9} {c:>10}  {skips}, {family_text(fam)}")
 
 
 if __name__ == "__main__":
