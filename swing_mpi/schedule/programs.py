@@ -52,8 +52,9 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import lru_cache
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -76,6 +77,8 @@ __all__ = ["odd_candidates", "lockstep_cost", "lane_programs", "MAX_COMBOS"]
 
 MAX_COMBOS = 1024
 """Most combinations tried exhaustively."""
+
+K = TypeVar("K")
 
 
 TWO_SIDED_FROM = 7
@@ -186,6 +189,22 @@ def lockstep_cost(dims: Sequence[int], lanes: Sequence[DimwiseLane]) -> float:
     return _total([_sequence(dims, lane.plan, [_Facts(p) for p in lane.programs], share) for lane in lanes])
 
 
+def _descend(pick: dict[K, int], choices: dict[K, int], score: Callable[[dict[K, int]], Any],
+             rounds: int = 3) -> dict[K, int]:
+    """Coordinate descent from ``pick``: the keys of ``choices`` in turn take their lowest-``score`` option.
+
+    Key ``key`` has options ``0 … choices[key] - 1``; the others stay fixed while it moves. Up to
+    ``rounds`` passes over the keys, fewer once a pass changes nothing; returns where it stopped.
+    """
+    for _ in range(rounds):
+        before = dict(pick)
+        for key, n in choices.items():
+            pick = min(({**pick, key: i} for i in range(n)), key=score)
+        if pick == before:
+            break
+    return pick
+
+
 @lru_cache(maxsize=128)
 def lane_programs(dims: tuple[int, ...]) -> dict[tuple[int, int], tuple[RingProgram | None, ...]]:
     """Map each lane ``(start dimension, sign)`` to its program per side (a mirrored lane mirrors its plain twin's)."""
@@ -246,22 +265,9 @@ def lane_programs(dims: tuple[int, ...]) -> dict[tuple[int, int], tuple[RingProg
                 starts_from.append(min(({k: c[lengths.index(dims[k])] for k in odd}
                                         for c in itertools.product(*[range(len(cands[first[d]])) for d in lengths])),
                                        key=side_score))
-            ends = []
-            for side in starts_from:
-                for _ in range(3):
-                    before = dict(side)
-                    for k in odd:
-                        side = min(({**side, k: i} for i in range(len(cands[k]))), key=side_score)
-                    if side == before:
-                        break
-                ends.append(side)
-            side = min(ends, key=side_score)
-        best = {(s, k): side[k] for s, k in keys}
-        for _ in range(3):  # change one (lane, side) at a time while that helps
-            before = dict(best)
-            for key in keys:
-                best = min(({**best, key: i} for i in range(len(cands[key[1]]))), key=score)
-            if best == before:
-                break
+            side = min((_descend(start, {k: len(cands[k]) for k in odd}, side_score) for start in starts_from),
+                       key=side_score)
+        # then one (lane, side) at a time while that helps
+        best = _descend({(s, k): side[k] for s, k in keys}, {key: len(cands[key[1]]) for key in keys}, score)
     return {(s, sign): tuple(programs[k][sign][best.get((s, k), 0)] for k in range(len(dims)))
             for _, s, sign in lanes}
