@@ -19,7 +19,7 @@ from . import collectives, guard
 from .buffers import BufferSpec, DeviceBuffer, check_comm_op, check_same_datatype, is_in_place, parse_buffer
 from .choose import algorithm_names
 from .opfacts import is_exact, native_bit_identical
-from .repeat import RECORDS, again, remember
+from .repeat import NATIVE_SHAPES, RECORDS, again, native_again, remember, remember_native_shape
 from .request import Request
 from .schedule import AUTO, NATIVE, build_schedule
 from .state import comm_state, dims_for, requested_algorithm
@@ -145,7 +145,9 @@ def allreduce(comm: MPI.Intracomm, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.
             ranks' arguments differ (a ``ValueError``; nothing was sent).
 
     A call on the same numpy arrays (same communicator, op and options) as an
-    earlier one reuses that call's checks and choice (:mod:`swing_mpi.repeat`).
+    earlier one reuses that call's checks and choice (:mod:`swing_mpi.repeat`);
+    one on new arrays of a dtype and size that went to ``native`` before goes to
+    MPI after checking only the arrays.
     """
     r = _recorded(id(recvbuf))  # the repeat path (swing_mpi.repeat), inline: a call here costs 0.1 us
     if (r is not None and not check and r.comm is comm and r.op is op and r.algorithm is algorithm and r.dims is dims
@@ -159,6 +161,9 @@ def allreduce(comm: MPI.Intracomm, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.
                 return
         elif again(r, sendbuf, recvbuf):
             return
+    if (NATIVE_SHAPES and not check and type(recvbuf) is np.ndarray
+            and native_again(comm, sendbuf, recvbuf, op, algorithm, dims)):
+        return  # new arrays of a shape that went to MPI before (swing_mpi.repeat)
     _allreduce_checked(comm, sendbuf, recvbuf, op, algorithm, dims, check)
 
 
@@ -179,6 +184,7 @@ def _allreduce_checked(comm: MPI.Intracomm, sendbuf: Any, recvbuf: Any, op: MPI.
         MPI.Intracomm.Allreduce(comm, MPI.IN_PLACE if send is None else sendbuf, recvbuf, op)
         if not (checking or _CHECK):
             remember(comm, sendbuf, recvbuf, op, algorithm, dims, recv.datatype, None, None)
+            remember_native_shape(comm, sendbuf, recvbuf, op, algorithm, dims, recv.datatype)
         return
     st = comm_state(comm, _placement(comm))
     seq = st.next_seq()

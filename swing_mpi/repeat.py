@@ -14,6 +14,14 @@ place (numpy refuses ``ndarray.resize`` on an array with weak references).
 Changed dtypes are checked: the call passes the datatype (saving mpi4py's
 inference from the buffer format). A communicator freed since fails in that
 MPI call, as ``comm.Allreduce`` would.
+
+Programs also reduce *new* arrays every call (``np.array([loss])`` in a training
+loop), which no record matches. For these, the choice itself repeats: a call that
+went to MPI is remembered by what decided it (communicator, op, options, dtype,
+size, in place or not; :data:`NATIVE_SHAPES`), and a later call on new arrays of
+that shape goes straight to MPI after the checks that depend on the arrays
+themselves (contiguous, writable, same dtype and size, no overlap); any other
+call takes the full path.
 """
 
 from __future__ import annotations
@@ -27,7 +35,8 @@ from mpi4py import MPI
 from .executor import Plan
 from .state import CommState
 
-__all__ = ["Repeat", "RECORDS", "REPEATS_MAX", "remember", "again"]
+__all__ = ["Repeat", "RECORDS", "REPEATS_MAX", "remember", "again", "NATIVE_SHAPES", "remember_native_shape",
+           "native_again"]
 
 
 class Repeat:
@@ -119,3 +128,54 @@ def again(r: Repeat, sendbuf: Any, recvbuf: Any) -> bool:
                  None if r.send is None else np.frombuffer(sendbuf, np.uint8), seq=r.st.next_seq())
         return True
     return False
+
+
+NATIVE_SHAPES: dict[tuple, tuple] = {}
+"""Calls that went to MPI, by what decided it: ``(id(comm), id(op), algorithm, dims, dtype, size, in_place)``
+maps to ``(comm, op, datatype, MPI's Allreduce bound to comm)``. The value holds ``comm`` and ``op``, so
+their ids cannot be reused while the entry lives; more than :data:`REPEATS_MAX` entries and all are dropped."""
+
+
+def remember_native_shape(comm: Any, sendbuf: Any, recvbuf: Any, op: MPI.Op, algorithm: Any, dims: Any,
+                          datatype: MPI.Datatype) -> None:
+    """Record that a call on plain numpy arrays of this shape went to MPI (see :data:`NATIVE_SHAPES`)."""
+    if type(recvbuf) is not np.ndarray or not (algorithm is None or type(algorithm) is str):
+        return
+    in_place = sendbuf is None or sendbuf is MPI.IN_PLACE
+    if not in_place and type(sendbuf) is not np.ndarray:
+        return
+    if not (dims is None or type(dims) is str or type(dims) is tuple and all(type(d) is int for d in dims)):
+        return
+    if len(NATIVE_SHAPES) >= REPEATS_MAX:
+        NATIVE_SHAPES.clear()
+    key = (id(comm), id(op), algorithm, dims, recvbuf.dtype, recvbuf.size, in_place)
+    NATIVE_SHAPES[key] = (comm, op, datatype, MPI.Intracomm.Allreduce.__get__(comm))
+
+
+def native_again(comm: Any, sendbuf: Any, recvbuf: Any, op: MPI.Op, algorithm: Any, dims: Any) -> bool:
+    """Run a call on a numpy ``recvbuf`` on MPI if a call of its shape went there; false if not (nothing done).
+
+    The caller (:func:`swing_mpi.allreduce`) has checked ``recvbuf`` is a numpy array and the
+    mismatch check is off.
+    """
+    in_place = sendbuf is None or sendbuf is MPI.IN_PLACE
+    dtype = recvbuf.dtype
+    try:
+        v = NATIVE_SHAPES.get((id(comm), id(op), algorithm, dims, dtype, recvbuf.size, in_place))
+    except TypeError:  # dims or algorithm of a type that cannot be a key: the full path says what is wrong
+        return False
+    if v is None or v[0] is not comm or v[1] is not op:
+        return False
+    flags = recvbuf.flags
+    if not (flags.c_contiguous and flags.writeable):
+        return False
+    if in_place:
+        v[3](MPI.IN_PLACE, (recvbuf, v[2]), op)
+        return True
+    if (type(sendbuf) is not np.ndarray or sendbuf.dtype is not dtype or sendbuf.size != recvbuf.size
+            or not sendbuf.flags.c_contiguous or sendbuf is recvbuf):
+        return False
+    if (sendbuf.base is not None or recvbuf.base is not None) and np.may_share_memory(sendbuf, recvbuf):
+        return False  # (two arrays that own their memory cannot overlap)
+    v[3]((sendbuf, v[2]), (recvbuf, v[2]), op)
+    return True

@@ -186,3 +186,84 @@ def test_freed_communicator_raises_not_hangs():
         c.Free()
         with pytest.raises((TypeError, MPI.Exception)):
             swing_mpi.allreduce(c, x, y, algorithm=alg)
+
+
+# -- new arrays of a shape that went to MPI (repeat.NATIVE_SHAPES) ---------------------------------
+
+@pytest.mark.parametrize("alg", ["native", "auto"])
+@pytest.mark.parametrize("in_place", [False, True, None])  # None: sendbuf=None, in place too
+def test_new_arrays_of_a_native_shape_skip_the_full_path(alg, in_place, slow_calls):
+    repeat.NATIVE_SHAPES.clear()
+    for it in range(6):
+        x = np.arange(5, dtype=np.int64) * (R + 1) + it  # new arrays every call
+        y = np.empty(5, np.int64)
+        ref = _ref(x)
+        if in_place is False:
+            swing_mpi.allreduce(WORLD, x, y, algorithm=alg)
+            assert np.array_equal(x, np.arange(5) * (R + 1) + it)  # input untouched
+        else:
+            y[...] = x
+            swing_mpi.allreduce(WORLD, MPI.IN_PLACE if in_place else None, y, algorithm=alg)
+        assert np.array_equal(y, ref), it
+    went_native = any(k[2] == alg for k in repeat.NATIVE_SHAPES)
+    if alg == "native":
+        assert went_native
+    # a shape that went to MPI is decided once; one that did not (auto chose ours) repeats the full path
+    assert slow_calls[0] == (1 if went_native else 6)
+
+
+def test_floats_on_new_arrays_stay_bit_identical():
+    rng = np.random.default_rng(R)
+    for _ in range(4):
+        x = rng.standard_normal(7)
+        y = np.empty_like(x)
+        swing_mpi.allreduce(WORLD, x, y, algorithm="native")
+        assert np.allclose(y, _ref(x), rtol=1e-12, atol=1e-12)
+        assert _same_everywhere(y)
+
+
+def test_new_arrays_that_differ_take_the_full_path_and_its_errors(slow_calls):
+    repeat.NATIVE_SHAPES.clear()
+    swing_mpi.allreduce(WORLD, np.ones(6), np.empty(6), algorithm="native")
+    assert slow_calls[0] == 1
+    # every bad case below is the recorded shape (float64, 6 elements), so only the array checks stop it
+    ro = np.empty(6)
+    ro.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        swing_mpi.allreduce(WORLD, np.ones(6), ro, algorithm="native")
+    big = np.arange(12, dtype=np.float64)
+    with pytest.raises(ValueError, match="overlap"):
+        swing_mpi.allreduce(WORLD, big[:6], big[3:9], algorithm="native")
+    with pytest.raises(ValueError, match="contiguous"):
+        swing_mpi.allreduce(WORLD, np.ones(6), np.empty(12)[::2], algorithm="native")
+    with pytest.raises(ValueError, match="datatype"):
+        swing_mpi.allreduce(WORLD, np.ones(6, np.float32), np.empty(6), algorithm="native")
+    with pytest.raises(ValueError, match="elements"):
+        swing_mpi.allreduce(WORLD, np.ones(5), np.empty(6), algorithm="native")
+    assert slow_calls[0] == 6
+    # views that do not overlap are fine, and still go straight to MPI
+    base = np.arange(12, dtype=np.float64) + R
+    out = np.empty(12)[6:]
+    swing_mpi.allreduce(WORLD, base[:6], out, algorithm="native")
+    assert np.array_equal(out, _ref(base[:6].copy()))
+    assert slow_calls[0] == 6
+    # another op, option or communicator is another decision
+    swing_mpi.allreduce(WORLD, np.ones(6), np.empty(6), MPI.MAX, algorithm="native")
+    swing_mpi.allreduce(WORLD, np.ones(6), np.empty(6), algorithm="native", dims=(P,))
+    assert slow_calls[0] == 8
+
+
+def test_native_shapes_hold_no_array_alive_and_stay_bounded():
+    import gc
+    import weakref
+
+    x, y = np.ones(3), np.empty(3)
+    swing_mpi.allreduce(WORLD, x, y, algorithm="native")
+    swing_mpi.allreduce(WORLD, np.ones(3), np.empty(3), algorithm="native")  # the shape path
+    wx, wy = weakref.ref(x), weakref.ref(y)
+    del x, y
+    gc.collect()
+    assert wx() is None and wy() is None
+    for n in range(1, repeat.REPEATS_MAX + 20):
+        swing_mpi.allreduce(WORLD, np.ones(n), np.empty(n), algorithm="native")
+    assert len(repeat.NATIVE_SHAPES) <= repeat.REPEATS_MAX
