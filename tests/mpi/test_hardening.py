@@ -233,6 +233,33 @@ def test_device_dlpack_is_left_to_the_mpi_library():
     assert spec.count == 4 and spec.datatype == MPI.DOUBLE
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.int32, np.uint8, np.complex128, np.dtype(">f8")])
+@pytest.mark.parametrize("shape", [(7,), (2, 3), (), (0,)])
+def test_numpy_arrays_parse_the_same_on_the_fast_path(dtype, shape):
+    from swing_mpi import buffers
+    buffers._NUMPY_TYPES.clear()
+    a = (np.arange(int(np.prod(shape))) + 1).astype(dtype).reshape(shape)
+    slow = buffers.parse_buffer(a, writable=True, where="recvbuf")
+    assert np.dtype(dtype) in buffers._NUMPY_TYPES  # learnt from the buffer's format
+    b = (np.arange(int(np.prod(shape))) + 1).astype(dtype).reshape(shape)
+    fast = buffers.parse_buffer(b, writable=True, where="recvbuf")
+    assert (fast.count, fast.datatype, fast.extent) == (slow.count, slow.datatype, slow.extent) == (
+        a.size, MPI.Datatype.fromcode(np.dtype(dtype).char), np.dtype(dtype).itemsize)
+    assert fast.data.dtype == np.uint8 and fast.data.tobytes() == slow.data.tobytes() == b.tobytes()
+    if b.size:
+        fast.data[:] = 0  # a view of the array, as the buffer protocol's
+        assert not b.any()
+    # what the fast path does not take still gets the full checks
+    ro = b.copy()
+    ro.flags.writeable = False
+    assert buffers.parse_buffer(ro, writable=False, where="sendbuf").count == b.size
+    with pytest.raises(ValueError, match="read-only"):
+        buffers.parse_buffer(ro, writable=True, where="recvbuf")
+    if b.ndim == 2:
+        with pytest.raises(ValueError, match="contiguous"):
+            buffers.parse_buffer(np.asfortranarray(np.ones((3, 4), dtype))[:, :2], writable=True, where="recvbuf")
+
+
 # -- integer overflow: wrapped, as C and numpy do, whatever the MPI library does --------------
 
 @pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint64])
