@@ -35,6 +35,7 @@ from . import choose as chooser
 from . import guard
 from .buffers import BufferSpec, DeviceBuffer, check_comm_op, check_same_datatype, is_in_place, parse_buffer
 from .opfacts import is_exact
+from .repeat import NATIVE_SHAPES, native_block_again, remember_native_block
 from .request import Request
 from .schedule import AUTO, NATIVE, algorithm_info
 from .schedule.halves import ALL_GATHER, REDUCE_SCATTER, build_half
@@ -254,7 +255,11 @@ def _reduce_scatter(comm: Any, sendbuf: Any, recvbuf: Any, recvcounts: Any, op: 
     except DeviceBuffer:
         return _native_rs(comm, sendbuf, recvbuf, recvcounts, op, mode, block)
     if name == NATIVE:
-        return _native_rs(comm, sendbuf, recvbuf, counts if not block else None, op, mode, block)
+        out = _native_rs(comm, sendbuf, recvbuf, counts if not block else None, op, mode, block)
+        if block and mode == BLOCKING and not _checking(check):
+            remember_native_block("reduce_scatter_block", comm, sendbuf, recvbuf, op, algorithm, dims,
+                                  recv.datatype)
+        return out
     rank = comm.Get_rank()
     total = sum(counts)
     ext = recv.extent
@@ -293,6 +298,9 @@ def reduce_scatter_block(comm: MPI.Intracomm, sendbuf: Any, recvbuf: Any, op: MP
         check: compare the arguments (counts, datatype, op, algorithm, dims)
             across ranks first (:mod:`swing_mpi.guard`; default ``$SWING_MPI_CHECK``).
     """
+    if (NATIVE_SHAPES and not check and type(recvbuf) is np.ndarray
+            and native_block_again("reduce_scatter_block", comm, sendbuf, recvbuf, op, algorithm, dims)):
+        return  # new arrays of a shape that went to MPI before (swing_mpi.repeat)
     _reduce_scatter(comm, sendbuf, recvbuf, None, op, algorithm, dims, BLOCKING, block=True, check=check)
 
 
@@ -383,7 +391,10 @@ def _allgather(comm: Any, sendbuf: Any, recvbuf: Any, algorithm: str | None, dim
     except DeviceBuffer:
         return _native_ag(comm, sendbuf, recvbuf, mode)
     if name == NATIVE:
-        return _native_ag(comm, sendbuf, recvbuf, mode)
+        out = _native_ag(comm, sendbuf, recvbuf, mode)
+        if mode == BLOCKING and not _checking(check):
+            remember_native_block("allgather", comm, sendbuf, recvbuf, None, algorithm, dims, recv.datatype)
+        return out
     p, rank = comm.Get_size(), comm.Get_rank()
     ext = recv.extent
     work = recv.data[:n * p * ext]
@@ -414,6 +425,9 @@ def allgather(comm: MPI.Intracomm, sendbuf: Any, recvbuf: Any, *, algorithm: str
             be one the registry marks for ``allgather``.
         check: as for :func:`reduce_scatter_block`.
     """
+    if (NATIVE_SHAPES and not check and type(recvbuf) is np.ndarray
+            and native_block_again("allgather", comm, sendbuf, recvbuf, None, algorithm, dims)):
+        return  # new arrays of a shape that went to MPI before (swing_mpi.repeat)
     _allgather(comm, sendbuf, recvbuf, algorithm, dims, BLOCKING, check)
 
 

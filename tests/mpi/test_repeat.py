@@ -37,7 +37,8 @@ def _same_everywhere(a):
 
 @pytest.fixture
 def slow_calls(monkeypatch):
-    """Count the calls that took the full (checking) path."""
+    """Count the calls that took the full (checking) path (no shape remembered from earlier tests)."""
+    repeat.NATIVE_SHAPES.clear()
     n = [0]
     orig = api.check_args
 
@@ -267,3 +268,55 @@ def test_native_shapes_hold_no_array_alive_and_stay_bounded():
     for n in range(1, repeat.REPEATS_MAX + 20):
         swing_mpi.allreduce(WORLD, np.ones(n), np.empty(n), algorithm="native")
     assert len(repeat.NATIVE_SHAPES) <= repeat.REPEATS_MAX
+
+
+@pytest.mark.parametrize("in_place", [False, True])
+def test_reduce_scatter_block_and_allgather_on_new_arrays(in_place, monkeypatch):
+    from swing_mpi import collectives
+    full = {"rs": 0, "ag": 0}
+    rs, ag = collectives._rs_validate, collectives._ag_validate
+
+    def count_rs(*a):
+        full["rs"] += 1
+        return rs(*a)
+
+    def count_ag(*a):
+        full["ag"] += 1
+        return ag(*a)
+
+    monkeypatch.setattr(collectives, "_rs_validate", count_rs)
+    monkeypatch.setattr(collectives, "_ag_validate", count_ag)
+    repeat.NATIVE_SHAPES.clear()
+    for it in range(5):
+        x = (np.arange(3 * P, dtype=np.int64) + 1) * (R + 1) + it  # new arrays every call
+        want = np.empty(3, np.int64)
+        WORLD.Reduce_scatter_block(x, want, MPI.SUM)
+        if in_place:
+            y = x.copy()
+            swing_mpi.reduce_scatter_block(WORLD, MPI.IN_PLACE, y, algorithm="native")
+            assert np.array_equal(y[:3], want)
+        else:
+            y = np.empty(3, np.int64)
+            swing_mpi.reduce_scatter_block(WORLD, x, y, algorithm="native")
+            assert np.array_equal(y, want)
+        g = np.full(2 * P, -1, np.int64)
+        mine = np.array([R, it], np.int64)
+        if in_place:
+            g[2 * R:2 * R + 2] = mine
+            swing_mpi.allgather(WORLD, MPI.IN_PLACE, g, algorithm="native")
+        else:
+            swing_mpi.allgather(WORLD, mine, g, algorithm="native")
+        assert np.array_equal(g.reshape(P, 2), np.array([[r, it] for r in range(P)]))
+    assert full == {"rs": 1, "ag": 1}  # decided once each; the other calls went straight to MPI
+    # the recorded shapes do not let bad arrays through: the full checks' errors
+    with pytest.raises(ValueError, match="overlap"):
+        big = np.zeros(8 * P, np.int64)
+        swing_mpi.allgather(WORLD, big[:2], big[:2 * P], algorithm="native")
+    ro = np.empty(3 * P if in_place else 3, np.int64)
+    ro.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        swing_mpi.reduce_scatter_block(WORLD, MPI.IN_PLACE if in_place else np.ones(3 * P, np.int64), ro,
+                                       algorithm="native")
+    if not in_place:
+        with pytest.raises(ValueError, match="datatype"):
+            swing_mpi.allgather(WORLD, np.ones(2, np.float64), np.empty(2 * P, np.int64), algorithm="native")
