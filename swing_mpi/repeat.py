@@ -21,7 +21,8 @@ went to MPI is remembered by what decided it (communicator, op, options, dtype,
 size, in place or not; :data:`NATIVE_SHAPES`), and a later call on new arrays of
 that shape goes straight to MPI after the checks that depend on the arrays
 themselves (contiguous, writable, same dtype and size, no overlap); any other
-call takes the full path.
+call takes the full path. Blocking reduce-scatter-block and all-gather calls do the
+same (:func:`native_block_again`), for new and repeated arrays alike.
 """
 
 from __future__ import annotations
