@@ -256,7 +256,8 @@ def _reduce_scatter(comm: Any, sendbuf: Any, recvbuf: Any, recvcounts: Any, op: 
         return _native_rs(comm, sendbuf, recvbuf, recvcounts, op, mode, block)
     if name == NATIVE:
         out = _native_rs(comm, sendbuf, recvbuf, counts if not block else None, op, mode, block)
-        if block and mode == BLOCKING and not _checking(check):
+        # remembered only where no call checks by default: a later call with check=None must check
+        if block and mode == BLOCKING and not (_checking(check) or guard.CHECK_DEFAULT):
             remember_native_block("reduce_scatter_block", comm, sendbuf, recvbuf, op, algorithm, dims,
                                   recv.datatype)
         return out
@@ -392,7 +393,7 @@ def _allgather(comm: Any, sendbuf: Any, recvbuf: Any, algorithm: str | None, dim
         return _native_ag(comm, sendbuf, recvbuf, mode)
     if name == NATIVE:
         out = _native_ag(comm, sendbuf, recvbuf, mode)
-        if mode == BLOCKING and not _checking(check):
+        if mode == BLOCKING and not (_checking(check) or guard.CHECK_DEFAULT):
             remember_native_block("allgather", comm, sendbuf, recvbuf, None, algorithm, dims, recv.datatype)
         return out
     p, rank = comm.Get_size(), comm.Get_rank()

@@ -68,6 +68,40 @@ def test_swing_mpi_check_turns_the_mismatch_check_on_for_every_call(launch):
     assert r.stdout.count("ok") == 3, r.stdout
 
 
+NATIVE_THEN_CHECK_PROGRAM = """
+    import numpy as np
+    from mpi4py import MPI
+    import swing_mpi
+    comm = MPI.COMM_WORLD
+    p = comm.size
+    calls = {
+        "allreduce": lambda n: swing_mpi.allreduce(comm, np.ones(n), np.empty(n), algorithm="native", check=check),
+        "reduce_scatter_block": lambda n: swing_mpi.reduce_scatter_block(
+            comm, np.ones(n * p), np.empty(n), algorithm="native", check=check),
+        "allgather": lambda n: swing_mpi.allgather(comm, np.ones(n), np.empty(n * p), algorithm="native",
+                                                   check=check),
+    }
+    for name, call in calls.items():
+        check = False
+        call(8)  # unchecked: a shape that went to MPI, not to be remembered while calls check by default
+        check = None
+        try:
+            call(7 if comm.rank == 1 else 8)  # ranks 0 and 2 must check too, or rank 1 waits alone
+            print("no error", flush=True)
+        except swing_mpi.CollectiveMismatchError:
+            print("mismatch", name, flush=True)
+    print("ok", flush=True)
+"""
+
+
+def test_unchecked_native_calls_leave_the_default_check_on(launch):
+    r = launch(NATIVE_THEN_CHECK_PROGRAM, 3, env={"SWING_MPI_CHECK": "1"})
+    assert r.returncode == 0, r.stdout
+    for name in ("allreduce", "reduce_scatter_block", "allgather"):
+        assert r.stdout.count(f"mismatch {name}") == 3, r.stdout
+    assert r.stdout.count("ok") == 3, r.stdout
+
+
 WAIT_PROGRAM = """
     import numpy as np
     from mpi4py import MPI
