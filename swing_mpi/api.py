@@ -19,7 +19,7 @@ from . import collectives, guard
 from .buffers import BufferSpec, DeviceBuffer, check_comm_op, check_same_datatype, is_in_place, parse_buffer
 from .choose import algorithm_names
 from .opfacts import is_exact, native_bit_identical
-from .repeat import NATIVE_SHAPES, RECORDS, again, native_again, remember, remember_native_shape
+from .repeat import NATIVE_SHAPES, RECORDS, again, native_again, remember, remember_native
 from .request import Request
 from .schedule import AUTO, NATIVE, build_schedule
 from .state import comm_state, dims_for, requested_algorithm
@@ -162,7 +162,7 @@ def allreduce(comm: MPI.Intracomm, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.
         elif again(r, sendbuf, recvbuf):
             return
     if (NATIVE_SHAPES and not check and type(recvbuf) is np.ndarray
-            and native_again(comm, sendbuf, recvbuf, op, algorithm, dims)):
+            and native_again("allreduce", comm, sendbuf, recvbuf, op, algorithm, dims)):
         return  # new arrays of a shape that went to MPI before (swing_mpi.repeat)
     _allreduce_checked(comm, sendbuf, recvbuf, op, algorithm, dims, check)
 
@@ -184,7 +184,7 @@ def _allreduce_checked(comm: MPI.Intracomm, sendbuf: Any, recvbuf: Any, op: MPI.
         MPI.Intracomm.Allreduce(comm, MPI.IN_PLACE if send is None else sendbuf, recvbuf, op)
         if not (checking or _CHECK):
             remember(comm, sendbuf, recvbuf, op, algorithm, dims, recv.datatype, None, None)
-            remember_native_shape(comm, sendbuf, recvbuf, op, algorithm, dims, recv.datatype)
+            remember_native("allreduce", comm, sendbuf, recvbuf, op, algorithm, dims, recv.datatype)
         return
     st = comm_state(comm, _placement(comm))
     seq = st.next_seq()

@@ -35,7 +35,7 @@ from . import choose as chooser
 from . import guard
 from .buffers import BufferSpec, DeviceBuffer, check_comm_op, check_same_datatype, is_in_place, parse_buffer
 from .opfacts import is_exact
-from .repeat import NATIVE_SHAPES, native_block_again, remember_native_block
+from .repeat import NATIVE_SHAPES, native_again, remember_native
 from .request import Request
 from .schedule import AUTO, NATIVE, algorithm_info
 from .schedule.halves import ALL_GATHER, REDUCE_SCATTER, build_half
@@ -258,7 +258,7 @@ def _reduce_scatter(comm: Any, sendbuf: Any, recvbuf: Any, recvcounts: Any, op: 
         out = _native_rs(comm, sendbuf, recvbuf, counts if not block else None, op, mode, block)
         # remembered only where no call checks by default: a later call with check=None must check
         if block and mode == BLOCKING and not (_checking(check) or guard.CHECK_DEFAULT):
-            remember_native_block("reduce_scatter_block", comm, sendbuf, recvbuf, op, algorithm, dims,
+            remember_native("reduce_scatter_block", comm, sendbuf, recvbuf, op, algorithm, dims,
                                   recv.datatype)
         return out
     rank = comm.Get_rank()
@@ -300,7 +300,7 @@ def reduce_scatter_block(comm: MPI.Intracomm, sendbuf: Any, recvbuf: Any, op: MP
             across ranks first (:mod:`swing_mpi.guard`; default ``$SWING_MPI_CHECK``).
     """
     if (NATIVE_SHAPES and not check and type(recvbuf) is np.ndarray
-            and native_block_again("reduce_scatter_block", comm, sendbuf, recvbuf, op, algorithm, dims)):
+            and native_again("reduce_scatter_block", comm, sendbuf, recvbuf, op, algorithm, dims)):
         return  # new arrays of a shape that went to MPI before (swing_mpi.repeat)
     _reduce_scatter(comm, sendbuf, recvbuf, None, op, algorithm, dims, BLOCKING, block=True, check=check)
 
@@ -394,7 +394,7 @@ def _allgather(comm: Any, sendbuf: Any, recvbuf: Any, algorithm: str | None, dim
     if name == NATIVE:
         out = _native_ag(comm, sendbuf, recvbuf, mode)
         if mode == BLOCKING and not (_checking(check) or guard.CHECK_DEFAULT):
-            remember_native_block("allgather", comm, sendbuf, recvbuf, None, algorithm, dims, recv.datatype)
+            remember_native("allgather", comm, sendbuf, recvbuf, None, algorithm, dims, recv.datatype)
         return out
     p, rank = comm.Get_size(), comm.Get_rank()
     ext = recv.extent
@@ -427,7 +427,7 @@ def allgather(comm: MPI.Intracomm, sendbuf: Any, recvbuf: Any, *, algorithm: str
         check: as for :func:`reduce_scatter_block`.
     """
     if (NATIVE_SHAPES and not check and type(recvbuf) is np.ndarray
-            and native_block_again("allgather", comm, sendbuf, recvbuf, None, algorithm, dims)):
+            and native_again("allgather", comm, sendbuf, recvbuf, None, algorithm, dims)):
         return  # new arrays of a shape that went to MPI before (swing_mpi.repeat)
     _allgather(comm, sendbuf, recvbuf, algorithm, dims, BLOCKING, check)
 

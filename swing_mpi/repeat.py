@@ -22,7 +22,7 @@ size, in place or not; :data:`NATIVE_SHAPES`), and a later call on new arrays of
 that shape goes straight to MPI after the checks that depend on the arrays
 themselves (contiguous, writable, same dtype and size, no overlap); any other
 call takes the full path. Blocking reduce-scatter-block and all-gather calls do the
-same (:func:`native_block_again`), for new and repeated arrays alike.
+same (:func:`native_again`), for new and repeated arrays alike.
 """
 
 from __future__ import annotations
@@ -36,8 +36,7 @@ from mpi4py import MPI
 from .executor import Plan
 from .state import CommState
 
-__all__ = ["Repeat", "RECORDS", "REPEATS_MAX", "remember", "again", "NATIVE_SHAPES", "remember_native_shape",
-           "native_again", "remember_native_block", "native_block_again"]
+__all__ = ["Repeat", "RECORDS", "REPEATS_MAX", "remember", "again", "NATIVE_SHAPES", "remember_native", "native_again"]
 
 
 class Repeat:
@@ -132,89 +131,39 @@ def again(r: Repeat, sendbuf: Any, recvbuf: Any) -> bool:
 
 
 NATIVE_SHAPES: dict[tuple, tuple] = {}
-"""Calls that went to MPI, by what decided it: an allreduce's ``(id(comm), id(op), algorithm, dims, dtype, size,
-in_place)`` maps to ``(comm, op, datatype, MPI's Allreduce bound to comm)``; a reduce-scatter-block's or
-all-gather's key starts with the collective's name and ends with the send array's size (``None`` in place),
-its value ends with MPI's collective bound to comm. A value holds ``comm`` and ``op`` (``None`` for the
-all-gather), so their ids cannot be reused while the entry lives; more than :data:`REPEATS_MAX` entries and
-all are dropped."""
+"""Blocking calls that went to MPI, by what decided it: ``(collective, id(comm), id(op), algorithm, dims,
+recv dtype, recv size, send size or None in place)`` maps to ``(comm, op, datatype, MPI's collective bound
+to comm)``. A value holds ``comm`` and ``op`` (``None`` for the all-gather), so their ids cannot be reused
+while the entry lives; more than :data:`REPEATS_MAX` entries and all are dropped."""
+
+_NATIVE_CALLS = {"allreduce": MPI.Intracomm.Allreduce, "reduce_scatter_block": MPI.Intracomm.Reduce_scatter_block,
+                 "allgather": MPI.Intracomm.Allgather}
 
 
-def remember_native_shape(comm: Any, sendbuf: Any, recvbuf: Any, op: MPI.Op, algorithm: Any, dims: Any,
-                          datatype: MPI.Datatype) -> None:
-    """Record that a call on plain numpy arrays of this shape went to MPI (see :data:`NATIVE_SHAPES`)."""
-    if type(recvbuf) is not np.ndarray:
-        return
-    in_place = sendbuf is None or sendbuf is MPI.IN_PLACE
-    if not in_place and type(sendbuf) is not np.ndarray:
-        return
-    if not _keyable(algorithm, dims):
-        return
-    if len(NATIVE_SHAPES) >= REPEATS_MAX:
-        NATIVE_SHAPES.clear()
-    key = (id(comm), id(op), algorithm, dims, recvbuf.dtype, recvbuf.size, in_place)
-    NATIVE_SHAPES[key] = (comm, op, datatype, MPI.Intracomm.Allreduce.__get__(comm))
+def remember_native(collective: str, comm: Any, sendbuf: Any, recvbuf: Any, op: MPI.Op | None, algorithm: Any,
+                    dims: Any, datatype: MPI.Datatype) -> None:
+    """Record that a blocking call on plain numpy arrays went to MPI (see :data:`NATIVE_SHAPES`).
 
-
-def native_again(comm: Any, sendbuf: Any, recvbuf: Any, op: MPI.Op, algorithm: Any, dims: Any) -> bool:
-    """Run a call on a numpy ``recvbuf`` on MPI if a call of its shape went there; false if not (nothing done).
-
-    The caller (:func:`swing_mpi.allreduce`) has checked ``recvbuf`` is a numpy array and the
-    mismatch check is off.
+    ``collective``: ``"allreduce"``, ``"reduce_scatter_block"`` or ``"allgather"`` (``op`` ``None``).
     """
     in_place = sendbuf is None or sendbuf is MPI.IN_PLACE
-    dtype = recvbuf.dtype
-    try:
-        v = NATIVE_SHAPES.get((id(comm), id(op), algorithm, dims, dtype, recvbuf.size, in_place))
-    except TypeError:  # dims or algorithm of a type that cannot be a key: the full path says what is wrong
-        return False
-    if v is None or v[0] is not comm or v[1] is not op:
-        return False
-    flags = recvbuf.flags
-    if not (flags.c_contiguous and flags.writeable):
-        return False
-    if in_place:
-        v[3](MPI.IN_PLACE, (recvbuf, v[2]), op)
-        return True
-    if (type(sendbuf) is not np.ndarray or sendbuf.dtype is not dtype or sendbuf.size != recvbuf.size
-            or not sendbuf.flags.c_contiguous or sendbuf is recvbuf):
-        return False
-    if (sendbuf.base is not None or recvbuf.base is not None) and np.may_share_memory(sendbuf, recvbuf):
-        return False  # (two arrays that own their memory cannot overlap)
-    v[3]((sendbuf, v[2]), (recvbuf, v[2]), op)
-    return True
-
-
-_BLOCK_CALLS = {"reduce_scatter_block": MPI.Intracomm.Reduce_scatter_block, "allgather": MPI.Intracomm.Allgather}
-
-
-def _keyable(algorithm: Any, dims: Any) -> bool:
-    return ((algorithm is None or type(algorithm) is str)
-            and (dims is None or type(dims) is str or type(dims) is tuple and all(type(d) is int for d in dims)))
-
-
-def remember_native_block(collective: str, comm: Any, sendbuf: Any, recvbuf: Any, op: MPI.Op | None,
-                          algorithm: Any, dims: Any, datatype: MPI.Datatype) -> None:
-    """Record that a blocking reduce-scatter-block or all-gather on plain numpy arrays went to MPI.
-
-    ``collective``: ``"reduce_scatter_block"`` or ``"allgather"`` (``op`` ``None``); see :data:`NATIVE_SHAPES`.
-    """
-    in_place = sendbuf is None or sendbuf is MPI.IN_PLACE
-    if (type(recvbuf) is not np.ndarray or not in_place and type(sendbuf) is not np.ndarray
-            or not _keyable(algorithm, dims)):
+    if type(recvbuf) is not np.ndarray or not in_place and type(sendbuf) is not np.ndarray:
         return
+    if not ((algorithm is None or type(algorithm) is str)
+            and (dims is None or type(dims) is str or type(dims) is tuple and all(type(d) is int for d in dims))):
+        return  # a list of dims could change between calls
     if len(NATIVE_SHAPES) >= REPEATS_MAX:
         NATIVE_SHAPES.clear()
     key = (collective, id(comm), id(op), algorithm, dims, recvbuf.dtype, recvbuf.size,
            None if in_place else sendbuf.size)
-    NATIVE_SHAPES[key] = (comm, op, datatype, _BLOCK_CALLS[collective].__get__(comm))
+    NATIVE_SHAPES[key] = (comm, op, datatype, _NATIVE_CALLS[collective].__get__(comm))
 
 
-def native_block_again(collective: str, comm: Any, sendbuf: Any, recvbuf: Any, op: MPI.Op | None,
-                       algorithm: Any, dims: Any) -> bool:
-    """:func:`native_again` for a blocking reduce-scatter-block or all-gather (``op`` ``None``).
+def native_again(collective: str, comm: Any, sendbuf: Any, recvbuf: Any, op: MPI.Op | None, algorithm: Any,
+                 dims: Any) -> bool:
+    """Run a blocking call on a numpy ``recvbuf`` on MPI if one of its shape went there; false if not (nothing done).
 
-    The sizes of both arrays are in the key, so the counts stand as the recorded call's did; the
+    The sizes of both arrays are in the key, so the counts stand as the recorded call's did. The
     caller has checked ``recvbuf`` is a numpy array and the mismatch check is off.
     """
     in_place = sendbuf is None or sendbuf is MPI.IN_PLACE
@@ -237,7 +186,7 @@ def native_block_again(collective: str, comm: Any, sendbuf: Any, recvbuf: Any, o
         if sendbuf.dtype is not dtype or not sendbuf.flags.c_contiguous or sendbuf is recvbuf:
             return False
         if (sendbuf.base is not None or recvbuf.base is not None) and np.may_share_memory(sendbuf, recvbuf):
-            return False
+            return False  # (two arrays that own their memory cannot overlap)
         send = (sendbuf, v[2])
     if op is None:
         v[3](send, (recvbuf, v[2]))
