@@ -29,6 +29,8 @@ PROGRAM = """
         with open(f"timeout-rank{comm.rank}.txt", "w") as f:  # a file: the launcher may drop output on Abort
             f.write(line + "\\n")
         print(line, flush=True)
+        if "waiting for rank 1 " not in str(e):
+            time.sleep(1)        # stuck behind the ranks that wait for rank 1: let those report before the abort
         comm.Abort(3)
     else:
         print(f"rank {comm.rank} returned without the missing rank", flush=True)
