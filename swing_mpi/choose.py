@@ -229,7 +229,11 @@ def explain(p: int, dims: Sequence[int], nbytes: int, *, exact: bool, commutativ
                                 + " to MPI_Allreduce (native_below_bytes)"))
             continue
         net = network_for(tuning, dims_t)
-        c = coefficients(a, dims_t, exact=exact, network=net, part=collective)
+        try:
+            c = coefficients(a, dims_t, exact=exact, network=net, part=collective)
+        except ValueError as err:  # too large to route (model.routing.FULL_BUILD_LIMIT): auto skips it too
+            out.append(Estimate(a, None, "model", f"not priced, not a candidate here: {err}"))
+            continue
         how_net = "routed link loads" if net == "torus" else "no link sharing"
         out.append(Estimate(a, _model_time(c, nbytes, tuning), "model",
                             f"{net} model ({how_net}): {c.steps} steps x alpha + "

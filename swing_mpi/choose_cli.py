@@ -23,6 +23,8 @@ __all__ = ["add_arguments", "run", "op_facts", "DTYPES", "OPS"]
 
 DTYPES = {"float64": 8, "float32": 4, "int64": 8, "int32": 4, "uint8": 1, "complex128": 16}
 OPS = ("sum", "prod", "max", "min", "band", "bor", "bxor")
+LARGE = 1024
+"""From this many ranks a torus's first pricing may take long enough to say so on stderr."""
 
 
 def op_facts(dtype: str, op: str) -> tuple[bool, bool]:
@@ -69,6 +71,10 @@ def run(args: argparse.Namespace) -> int:
         if args.network:
             tuning = replace(tuning, network=args.network)
         p = math.prod(dims)
+        if p >= LARGE and network_for(tuning, dims) == "torus":
+            print(f"swing-mpi choose: pricing every candidate on {'x'.join(map(str, dims))} routes the schedules "
+                  f"of many of its {p} ranks (up to a minute; kept in the model's disk cache for later runs)",
+                  file=sys.stderr, flush=True)
         d = explain(p, dims, nbytes, exact=exact, commutative=not args.noncommutative, native_ok=native_ok,
                     tuning=tuning, collective=args.collective)
     except ValueError as err:

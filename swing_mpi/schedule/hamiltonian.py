@@ -324,4 +324,7 @@ def build_hamiltonian(rank: int, dims: tuple[int, ...], count: int, *,
             names.append(f"cycle-{i}{'+' if direction > 0 else '-'}")
     what = (f"{len(cycles)} edge-disjoint Hamiltonian cycles, each run both ways" if len(cycles) > 1
             else "the ring itself, run both ways")
-    return Schedule(algorithm, rank, p, count, dims, tuple(lanes), tuple(names), {"cycles": what})
+    # one_hop_disjoint: every message goes one hop, and no directed link carries two lanes' messages (the
+    # cost model prices such schedules without routing them; model.features._one_hop_disjoint)
+    return Schedule(algorithm, rank, p, count, dims, tuple(lanes), tuple(names),
+                    {"cycles": what, "one_hop_disjoint": True})

@@ -504,3 +504,25 @@ def test_network_kind_is_the_one_whose_model_picks_best():
     f = fit_constants(pts, (3, 4), gamma=0.0874e-9)
     assert f.rms["flat"] < f.rms["torus"]
     assert f.network == "torus" and f.regret["torus"] < f.regret["flat"]
+
+
+def test_choose_command_lists_a_candidate_too_large_to_route(clean_env, capsys, monkeypatch):
+    """A candidate the model cannot route on these dims is listed, unpriced, as auto leaves it out (no abort)."""
+    from swing_mpi.cli import main
+    from swing_mpi.model import features
+
+    real = features.coefficients
+
+    def refuse_ring(a, dims, **kw):
+        if a == "ring" and kw.get("network") == "torus":
+            raise ValueError("no symmetry found on 4x4: too many rank-steps")
+        return real(a, dims, **kw)
+
+    monkeypatch.setattr(chooser, "coefficients", refuse_ring)
+    assert main(["choose", "--dims", "4x4", "--size", "16MiB", "--json"]) == 0
+    by = {c["algorithm"]: c for c in json.loads(capsys.readouterr().out)["candidates"]}
+    assert by["ring"]["seconds"] is None and "not priced" in by["ring"]["detail"]
+    assert by["bucket"]["seconds"] > 0
+    assert main(["choose", "--dims", "4x4", "--size", "16MiB"]) == 0
+    line = [x for x in capsys.readouterr().out.splitlines() if x.startswith("ring")]
+    assert len(line) == 1 and "too many rank-steps" in line[0]

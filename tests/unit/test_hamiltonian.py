@@ -170,3 +170,49 @@ def test_model_psi_xi(dims):
     assert r.Psi == pytest.approx(1.0, abs=1e-9)
     assert r.Xi("routed") <= 1.0 and r.Xi("distance") == pytest.approx(r.Xi("routed"))
     assert r.Xi("routed") == pytest.approx((p - 1) / p)
+
+
+@pytest.mark.parametrize("dims", [(3,), (5,), (3, 3), (3, 4), (4, 4), (5, 6), (3, 3, 3), (3, 4, 5), (4, 1, 4),
+                                  (1, 7, 3)], ids=_name)
+def test_model_prices_the_rings_without_routing_them(dims):
+    """The one-hop shortcut (no symmetry to find: the cycles' order is global) equals routing every rank."""
+    from swing_mpi.model.cost import PARTS, analyze_schedules, part_of
+    from swing_mpi.model.features import _one_hop_disjoint, _reference_count
+
+    count = _reference_count(dims)
+    for part in PARTS:
+        def get(r, part=part):
+            return part_of(build_schedule("hamiltonian", dims, r, count), part)
+
+        s0 = get(0)
+        assert s0.meta.get("one_hop_disjoint") and "fallback" not in s0.meta
+        full = analyze_schedules(get, dims, name="hamiltonian", count=count)
+        k, load = _one_hop_disjoint(s0, dims, count)
+        assert k == full.K and load == pytest.approx(full.load("routed"), rel=1e-12)
+        p = math.prod(dims)
+        assert k == (2 if part == "allreduce" else 1) * (p - 1)
+
+
+def test_model_routes_sides_of_two_and_fallbacks():
+    from swing_mpi.model.features import _one_hop_disjoint, _reference_count
+
+    for dims in [(2, 2), (2, 4), (2, 2, 3), (2, 3, 3)]:
+        count = _reference_count(dims)
+        assert _one_hop_disjoint(build_schedule("hamiltonian", dims, 0, count), dims, count) is None
+    assert not build_schedule("hamiltonian", (2, 4), 0, 64).meta.get("one_hop_disjoint")  # bucket's schedule
+
+
+def test_large_torus_is_priced_at_once(monkeypatch):
+    """64x64: routing would mean all 4096 ranks' 8190 steps (no symmetry); the model gives Ψ = Ξ = 1 at once."""
+    import time
+
+    from swing_mpi.model import features
+
+    monkeypatch.setenv(features.CACHE_ENV, "off")
+    features.clear_caches()
+    t0 = time.perf_counter()
+    c = features.coefficients("hamiltonian", (64, 64), exact=False, network="torus")
+    assert time.perf_counter() - t0 < 20  # about 0.05 s; the symmetry search it replaces took 44 s
+    p = 64 * 64
+    assert c.steps == 2 * (p - 1) and c.moved == pytest.approx(2 * (p - 1) / (4 * p))
+    features.clear_caches()
