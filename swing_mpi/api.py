@@ -19,7 +19,7 @@ from . import collectives, guard
 from .buffers import BufferSpec, DeviceBuffer, check_comm_op, check_same_datatype, is_in_place, parse_buffer
 from .choose import algorithm_names
 from .opfacts import is_exact, native_bit_identical
-from .repeat import NATIVE_SHAPES, RECORDS, again, native_again, remember, remember_native
+from .repeat import NATIVE_RECORDS, NATIVE_SHAPES, RECORDS, again, native_again, remember, remember_native
 from .request import Request
 from .schedule import AUTO, NATIVE, build_schedule
 from .state import comm_state, dims_for, requested_algorithm
@@ -75,6 +75,7 @@ def _resolve_call(comm: MPI.Comm, algorithm: str | None, dims: Any, recv: Buffer
 
 
 _recorded = RECORDS.get
+_native_recorded = NATIVE_RECORDS.get
 
 
 def check_args(comm: Any, sendbuf: Any, recvbuf: Any, op: Any) -> tuple[BufferSpec | None, BufferSpec]:
@@ -149,18 +150,22 @@ def allreduce(comm: MPI.Intracomm, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.
     one on new arrays of a dtype and size that went to ``native`` before goes to
     MPI after checking only the arrays.
     """
-    r = _recorded(id(recvbuf))  # the repeat path (swing_mpi.repeat), inline: a call here costs 0.1 us
+    t = _native_recorded(id(recvbuf))  # the repeat path (swing_mpi.repeat), inline: a call here costs 0.1 us
+    if t is not None and not check:
+        c, o, a, d, w, rdtype, sd, native, datatype, _ = t
+        if c is comm and o is op and a is algorithm and d is dims and recvbuf.dtype is rdtype:
+            if w is None:
+                if sendbuf is sd:
+                    native(MPI.IN_PLACE, (recvbuf, datatype), op)
+                    return
+            elif w() is sendbuf and sendbuf.dtype is sd:
+                native((sendbuf, datatype), (recvbuf, datatype), op)
+                return
+    r = _recorded(id(recvbuf))
     if (r is not None and not check and r.comm is comm and r.op is op and r.algorithm is algorithm and r.dims is dims
-            and recvbuf.dtype is r.rdtype and (sendbuf is r.in_place if r.send is None else r.send() is sendbuf)):
-        if r.plan is None:
-            if r.send is None:
-                r.native(MPI.IN_PLACE, (recvbuf, r.datatype), op)
-                return
-            if sendbuf.dtype is r.sdtype:
-                r.native((sendbuf, r.datatype), (recvbuf, r.datatype), op)
-                return
-        elif again(r, sendbuf, recvbuf):
-            return
+            and recvbuf.dtype is r.rdtype and (sendbuf is r.in_place if r.send is None else r.send() is sendbuf)
+            and again(r, sendbuf, recvbuf)):
+        return
     if (NATIVE_SHAPES and not check and type(recvbuf) is np.ndarray
             and native_again("allreduce", comm, sendbuf, recvbuf, op, algorithm, dims)):
         return  # new arrays of a shape that went to MPI before (swing_mpi.repeat)

@@ -36,14 +36,15 @@ from mpi4py import MPI
 from .executor import Plan
 from .state import CommState
 
-__all__ = ["Repeat", "RECORDS", "REPEATS_MAX", "remember", "again", "NATIVE_SHAPES", "remember_native", "native_again"]
+__all__ = ["Repeat", "RECORDS", "NATIVE_RECORDS", "REPEATS_MAX", "remember", "again", "NATIVE_SHAPES",
+           "remember_native", "native_again"]
 
 
 class Repeat:
-    """What a call on plain numpy arrays resolved to, for the next call on the same arrays."""
+    """What a call on plain numpy arrays resolved to a schedule for, for the next call on the same arrays."""
 
     __slots__ = ("recv", "send", "in_place", "comm", "op", "algorithm", "dims", "rdtype", "rsize",
-                 "sdtype", "ssize", "datatype", "st", "plan", "native")
+                 "sdtype", "ssize", "datatype", "st", "plan")
     recv: weakref.ref
     send: weakref.ref | None
     in_place: Any
@@ -57,8 +58,7 @@ class Repeat:
     ssize: int | None
     datatype: MPI.Datatype
     st: Any
-    plan: weakref.ref | None
-    native: Any
+    plan: weakref.ref
 
 
 RECORDS: dict[int, Repeat] = {}
@@ -66,8 +66,17 @@ RECORDS: dict[int, Repeat] = {}
 is garbage (weak reference callbacks run before the memory can be reused), so a
 record found under ``id(recvbuf)`` is this very array's, without calling its weak
 reference."""
+NATIVE_RECORDS: dict[int, tuple] = {}
+"""The calls that went to MPI, keyed by ``id(recvbuf)`` as :data:`RECORDS` (and dropped the same way):
+``(comm, op, algorithm, dims, send, rdtype, sdtype, native, datatype, recv)``. ``send`` is the send
+array's weak reference, or ``None`` in place, where ``sdtype`` holds what the call passed as
+``sendbuf`` (``None`` or ``MPI.IN_PLACE``) instead of a dtype; ``native`` is MPI's allreduce bound to
+``comm``, ``recv`` the receive array's weak reference. A tuple, not a :class:`Repeat`: the caller
+unpacks it at once, about a tenth of a microsecond less than reading nine attributes, on a path whose
+whole cost over ``comm.Allreduce`` is a few tenths."""
 REPEATS_MAX = 256
-"""More records than this and all are dropped (a program cycling through many arrays)."""
+"""More records than this (of either kind) and all of that kind are dropped (a program cycling through many
+arrays)."""
 
 
 def _forget_recv(ref: weakref.ref, key: int) -> None:
@@ -82,11 +91,17 @@ def _forget_send(ref: weakref.ref, key: int) -> None:
         RECORDS.pop(key, None)  # another thread may have cleared RECORDS meanwhile
 
 
+def _forget_native(ref: weakref.ref, key: int) -> None:
+    t = NATIVE_RECORDS.get(key)
+    if t is not None and (t[4] is ref or t[9] is ref):
+        NATIVE_RECORDS.pop(key, None)
+
+
 def remember(comm: Any, sendbuf: Any, recvbuf: Any, op: MPI.Op, algorithm: Any, dims: Any,
              datatype: MPI.Datatype, st: CommState | None, plan: Plan | None) -> None:
     """Record a finished allreduce for the next call on the same arrays, if it is one that can repeat.
 
-    ``plan`` is ``None`` for ``native`` (then ``st`` is unused).
+    ``plan`` is ``None`` for ``native`` (then ``st`` is unused; :data:`NATIVE_RECORDS`).
     """
     if type(recvbuf) is not np.ndarray or not recvbuf.size:
         return
@@ -96,6 +111,16 @@ def remember(comm: Any, sendbuf: Any, recvbuf: Any, op: MPI.Op, algorithm: Any, 
     if not (algorithm is None or type(algorithm) is str) or not (dims is None or type(dims) in (str, tuple)):
         return  # a list of dims could change between calls
     key = id(recvbuf)
+    if plan is None:
+        forget = lambda ref: _forget_native(ref, key)  # noqa: E731
+        t = (comm, op, algorithm, dims, None if in_place else weakref.ref(sendbuf, forget), recvbuf.dtype,
+             sendbuf if in_place else sendbuf.dtype,
+             MPI.Intracomm.Allreduce.__get__(comm),  # not comm.Allreduce: swing_mpi.Intracomm overrides it
+             datatype, weakref.ref(recvbuf, forget))
+        if len(NATIVE_RECORDS) >= REPEATS_MAX:
+            NATIVE_RECORDS.clear()
+        NATIVE_RECORDS[key] = t
+        return
     r = Repeat()
     r.recv = weakref.ref(recvbuf, lambda ref: _forget_recv(ref, key))
     r.in_place = sendbuf if in_place else None
@@ -106,8 +131,7 @@ def remember(comm: Any, sendbuf: Any, recvbuf: Any, op: MPI.Op, algorithm: Any, 
     r.rdtype, r.rsize = recvbuf.dtype, recvbuf.size
     r.datatype = datatype
     r.st = st
-    r.plan = None if plan is None else weakref.ref(plan)
-    r.native = MPI.Intracomm.Allreduce.__get__(comm)  # not comm.Allreduce: swing_mpi.Intracomm overrides it
+    r.plan = weakref.ref(plan)
     if len(RECORDS) >= REPEATS_MAX:
         RECORDS.clear()
     RECORDS[key] = r
@@ -118,10 +142,9 @@ def again(r: Repeat, sendbuf: Any, recvbuf: Any) -> bool:
 
     The caller (:func:`swing_mpi.allreduce`) has found ``r`` under ``id(recvbuf)``
     and matched the communicator, op, options, receive dtype and send array;
-    ``native`` records it runs itself (a call here would cost a tenth of a
-    microsecond on a path whose whole overhead is a few tenths).
+    ``native`` records (:data:`NATIVE_RECORDS`) it runs itself.
     """
-    plan = None if r.plan is None else r.plan()
+    plan = r.plan()
     if (plan is not None and r.st.alive and recvbuf.size == r.rsize and recvbuf.flags.writeable
             and (r.send is None or sendbuf.dtype is r.sdtype and sendbuf.size == r.ssize)):
         plan.run(np.frombuffer(recvbuf, np.uint8),

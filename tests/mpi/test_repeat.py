@@ -163,19 +163,50 @@ def test_new_arrays_every_call_and_many_buffers():
         swing_mpi.allreduce(WORLD, x, y, algorithm="swing-lat" if k % 2 else "auto")
         assert np.array_equal(y, np.full(2, P * (P - 1) // 2 + P * k))
     assert len(repeat.RECORDS) <= repeat.REPEATS_MAX
+    keep = []
+    repeat.NATIVE_SHAPES.clear()
+    for k in range(repeat.REPEATS_MAX + 20):  # arrays kept alive: the bound drops the records, not the arrays
+        x, y = np.full(k + 1, R + k, np.int64), np.empty(k + 1, np.int64)  # each size its own record
+        swing_mpi.allreduce(WORLD, x, y, algorithm="native")
+        keep.append((x, y))
+        assert 0 < len(repeat.NATIVE_RECORDS) <= repeat.REPEATS_MAX
+    for k, (x, y) in enumerate(keep):
+        y[...] = -1
+        swing_mpi.allreduce(WORLD, x, y, algorithm="native")
+        assert np.array_equal(y, np.full(k + 1, P * (P - 1) // 2 + P * k))
 
 
-def test_records_hold_no_array_alive():
+@pytest.mark.parametrize("alg", ["native", "swing-bw"])
+@pytest.mark.parametrize("in_place", [False, True])
+def test_records_hold_no_array_alive(alg, in_place):
     import gc
     import weakref
 
+    repeat.NATIVE_SHAPES.clear()
     x = np.ones(16)
-    y = np.empty(16)
-    swing_mpi.allreduce(WORLD, x, y, algorithm="swing-bw")
+    y = np.ones(16)
+    swing_mpi.allreduce(WORLD, MPI.IN_PLACE if in_place else x, y, algorithm=alg)
+    records = repeat.NATIVE_RECORDS if alg == "native" else repeat.RECORDS
+    key = id(y)
+    assert key in records
     wx, wy = weakref.ref(x), weakref.ref(y)
     del x, y
     gc.collect()
     assert wx() is None and wy() is None
+    assert key not in records  # a dead array's record leaves at once: its id may be reused
+
+
+def test_a_dead_send_array_drops_the_record():
+    repeat.NATIVE_SHAPES.clear()  # (else new arrays of a shape seen before go to MPI without a record)
+    y = np.empty(8)
+    x = np.ones(8)
+    swing_mpi.allreduce(WORLD, x, y, algorithm="native")
+    assert id(y) in repeat.NATIVE_RECORDS
+    del x
+    assert id(y) not in repeat.NATIVE_RECORDS
+    x2 = np.full(8, 2.0)  # may take the dead array's id: still a new array, the full path's answer
+    swing_mpi.allreduce(WORLD, x2, y, algorithm="native")
+    assert np.array_equal(y, np.full(8, 2.0 * P))
 
 
 def test_freed_communicator_raises_not_hangs():
