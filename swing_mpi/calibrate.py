@@ -15,7 +15,9 @@ Measurement:
     burst of machine noise spreads over all of them, the order rotated by one
     each round so that no candidate always follows the same one); from 16 KiB
     on each timed call follows ``--settle`` (2) untimed calls of the same
-    candidate, so it is timed in the state its own traffic leaves (a program
+    candidate (none for a candidate already ``--drop`` times slower than the
+    fastest at the size before: its settled time cannot change the pick, and
+    its calls are the longest), so it is timed in the state its own traffic leaves (a program
     calls the same allreduce repeatedly), not in what the previous candidate
     left: over rate-limited links with a burst allowance a call right after
     a lighter one can run far faster than in a steady stream (3x4 lab, 1 MiB:
@@ -90,7 +92,7 @@ __all__ = [
 DEFAULT_SIZES = "8,64,256,1K,4K,16K,64K,256K,1M,4M,16M"
 DEFAULT_ITERS = 40
 DEFAULT_WARMUP = 1
-DEFAULT_POINT_TIME = 1.5
+DEFAULT_POINT_TIME = 1.0
 DEFAULT_DROP = 3.0
 DEFAULT_DROP_FROM = 64 << 10
 DEFAULT_NATIVE_MARGIN = 0.10
@@ -179,13 +181,15 @@ def beaten(before: tuple[float, float, int] | None, now: tuple[float, float, int
             and t1 >= t0 * (n1 / n0) ** GROWING)
 
 
-def _round(comm: Any, calls: Sequence[Any], which: Sequence[int], samples: list[list[float]], settle: int = 0) -> float:
+def _round(comm: Any, calls: Sequence[Any], which: Sequence[int], samples: list[list[float]],
+           settle: Sequence[int] | int = 0) -> float:
     """Time one call of each of ``calls[which]`` (barrier before each, max over ranks); return the time spent.
 
-    ``settle``: untimed calls of the same candidate just before its timed one
-    (their time counts in the time spent), so the timed call finds what its
-    own traffic leaves behind, as in a program that calls it repeatedly, not
-    what the previous candidate left (a drained or a refilled link queue).
+    ``settle`` (one number, or one per call): untimed calls of the same candidate
+    just before its timed one (their time counts in the time spent), so the timed
+    call finds what its own traffic leaves behind, as in a program that calls it
+    repeatedly, not what the previous candidate left (a drained or a refilled link
+    queue).
     """
     import numpy as np
     from mpi4py import MPI
@@ -193,7 +197,7 @@ def _round(comm: Any, calls: Sequence[Any], which: Sequence[int], samples: list[
     mine = np.zeros(2 * len(which))
     for i, j in enumerate(which):
         t0 = time.perf_counter()
-        for _ in range(settle):
+        for _ in range(settle if isinstance(settle, int) else settle[j]):
             calls[j]()
         mine[len(which) + i] = time.perf_counter() - t0
         comm.Barrier()
@@ -248,7 +252,10 @@ def measure(comm: Any, sizes: Sequence[int], series: Sequence[Series], *, dims: 
                 c()
         samples: list[list[float]] = [[] for _ in run]
         spent, rounds = 0.0, 0
-        settle_here = settle if n >= SETTLE_FROM else 0
+        # settling calls make the contenders' times true; a candidate already --drop times slower than the
+        # fastest at the last size gets none (swing-lat at 16 MiB on 16 ranks: 2.3 s a call, 4.5 s saved)
+        settle_here = [settle if n >= SETTLE_FROM and (s.name not in behind or behind[s.name][0] < drop) else 0
+                       for s in run]
         everyone = list(range(len(run)))
         while rounds < max(1, iters) and (not rounds or spent < point_time):
             k = rounds % max(1, len(run))  # the order rotated by one each round
@@ -283,7 +290,8 @@ def measure(comm: Any, sizes: Sequence[int], series: Sequence[Series], *, dims: 
                 if len(close) > 1 and len(samples[close[0]]) > rounds else ""
             _say(comm, f"calibrate: {format_size(n):>9}: {len(run)} candidates x {rounds} rounds{more}, fastest "
                        f"{fastest} {best * 1e6:.1f} us" + (f"; stop measuring {', '.join(s.name for s in dropped)}"
-                                                          if dropped else ""))
+                                                          if dropped else "")
+                       + f" [{time.perf_counter() - t_start:.1f} s]")
         del calls, bufs, outs, arrays
     m.seconds = time.perf_counter() - t_start
     return m
