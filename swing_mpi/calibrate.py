@@ -27,7 +27,7 @@ Measurement:
     rounds is kept. Rounds stop after ``--iters``, or once the size has used
     ``--point-time`` seconds (at least one round). Where that left few rounds
     (slow links, large sizes), the candidates within 25 % of the fastest get
-    rounds of their own, up to 7 samples each or twice ``--point-time`` more:
+    rounds of their own, up to 7 samples each or three times ``--point-time`` more:
     the pick among close contenders is what a noisy median gets wrong. ``--warmup`` untimed calls
     per candidate come first, except after a size whose rounds took over half
     of ``--point-time`` each (there a warm-up would double the time). From
@@ -105,7 +105,7 @@ CONTEND_MARGIN = 0.25
 """Candidates this close to the fastest at a size are its contenders."""
 CONTEND_ROUNDS = 7
 """Contenders get rounds of their own until each has this many samples ..."""
-CONTEND_TIME = 2.0
+CONTEND_TIME = 3.0
 """... or these rounds have taken this many times ``--point-time``."""
 MAX_WORK_BYTES = 1 << 30
 """A candidate whose work buffer (swing-lat's contributions form: ``p`` vectors) would pass this is not run."""
