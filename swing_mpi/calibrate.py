@@ -182,10 +182,10 @@ def beaten(before: tuple[float, float, int] | None, now: tuple[float, float, int
 
 
 def _round(comm: Any, calls: Sequence[Any], which: Sequence[int], samples: list[list[float]],
-           settle: Sequence[int] | int = 0) -> float:
+           settle: Sequence[int]) -> float:
     """Time one call of each of ``calls[which]`` (barrier before each, max over ranks); return the time spent.
 
-    ``settle`` (one number, or one per call): untimed calls of the same candidate
+    ``settle`` (one number per call): untimed calls of the same candidate
     just before its timed one (their time counts in the time spent), so the timed
     call finds what its own traffic leaves behind, as in a program that calls it
     repeatedly, not what the previous candidate left (a drained or a refilled link
@@ -197,7 +197,7 @@ def _round(comm: Any, calls: Sequence[Any], which: Sequence[int], samples: list[
     mine = np.zeros(2 * len(which))
     for i, j in enumerate(which):
         t0 = time.perf_counter()
-        for _ in range(settle if isinstance(settle, int) else settle[j]):
+        for _ in range(settle[j]):
             calls[j]()
         mine[len(which) + i] = time.perf_counter() - t0
         comm.Barrier()

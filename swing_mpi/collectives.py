@@ -258,8 +258,7 @@ def _reduce_scatter(comm: Any, sendbuf: Any, recvbuf: Any, recvcounts: Any, op: 
         out = _native_rs(comm, sendbuf, recvbuf, counts if not block else None, op, mode, block)
         # remembered only where no call checks by default: a later call with check=None must check
         if block and mode == BLOCKING and not (_checking(check) or guard.CHECK_DEFAULT):
-            remember_native("reduce_scatter_block", comm, sendbuf, recvbuf, op, algorithm, dims,
-                                  recv.datatype)
+            remember_native("reduce_scatter_block", comm, sendbuf, recvbuf, op, algorithm, dims, recv.datatype)
         return out
     rank = comm.Get_rank()
     total = sum(counts)

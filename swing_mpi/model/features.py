@@ -273,10 +273,12 @@ def _routed(algorithm: str, dims: tuple[int, ...], exact: bool, part: str) -> tu
         return int(got[0]), float(got[1])
     count = _reference_count(dims)
 
-    def get(rank: int) -> Schedule:
-        return part_of(build_schedule(algorithm, dims, rank, count, exact=exact), part)
+    first = part_of(build_schedule(algorithm, dims, 0, count, exact=exact), part)
 
-    one_hop = _one_hop_disjoint(get(0), dims, count)
+    def get(rank: int) -> Schedule:  # rank 0's schedule, built once: the shortcut reads it, routing starts from it
+        return first if rank == 0 else part_of(build_schedule(algorithm, dims, rank, count, exact=exact), part)
+
+    one_hop = _one_hop_disjoint(first, dims, count)
     if one_hop is not None:
         _store(key, [one_hop[0], one_hop[1]])
         return one_hop
