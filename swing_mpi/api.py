@@ -19,7 +19,17 @@ from . import collectives, guard
 from .buffers import BufferSpec, DeviceBuffer, check_comm_op, check_same_datatype, is_in_place, parse_buffer
 from .choose import algorithm_names
 from .opfacts import is_exact, native_bit_identical
-from .repeat import NATIVE_RECORDS, NATIVE_SHAPES, RECORDS, again, native_again, remember, remember_native
+from .repeat import (
+    LAST_NATIVE,
+    NATIVE_RECORDS,
+    NATIVE_SHAPES,
+    NO_RECORD,
+    RECORDS,
+    again,
+    native_again,
+    remember,
+    remember_native,
+)
 from .request import Request
 from .schedule import AUTO, NATIVE, build_schedule
 from .state import comm_state, dims_for, requested_algorithm
@@ -150,8 +160,12 @@ def allreduce(comm: MPI.Intracomm, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.
     one on new arrays of a dtype and size that went to ``native`` before goes to
     MPI after checking only the arrays.
     """
-    t = _native_recorded(id(recvbuf))  # the repeat path (swing_mpi.repeat), inline: a call here costs 0.1 us
-    if t is not None and not check:
+    t = LAST_NATIVE[0]  # the repeat path (swing_mpi.repeat), inline: a call here costs 0.1 us
+    if t[9]() is not recvbuf:
+        t = _native_recorded(id(recvbuf), NO_RECORD)
+        if t is not NO_RECORD:
+            LAST_NATIVE[0] = t
+    if not check:
         c, o, a, d, w, rdtype, sd, native, datatype, _ = t
         if c is comm and o is op and a is algorithm and d is dims and recvbuf.dtype is rdtype:
             if w is None:

@@ -189,11 +189,14 @@ def test_records_hold_no_array_alive(alg, in_place):
     records = repeat.NATIVE_RECORDS if alg == "native" else repeat.RECORDS
     key = id(y)
     assert key in records
+    if alg == "native":
+        assert repeat.LAST_NATIVE[0] is records[key]
     wx, wy = weakref.ref(x), weakref.ref(y)
     del x, y
     gc.collect()
     assert wx() is None and wy() is None
     assert key not in records  # a dead array's record leaves at once: its id may be reused
+    assert repeat.LAST_NATIVE[0] is repeat.NO_RECORD or alg != "native"
 
 
 def test_a_dead_send_array_drops_the_record():
@@ -204,9 +207,62 @@ def test_a_dead_send_array_drops_the_record():
     assert id(y) in repeat.NATIVE_RECORDS
     del x
     assert id(y) not in repeat.NATIVE_RECORDS
+    assert repeat.LAST_NATIVE[0] is repeat.NO_RECORD
     x2 = np.full(8, 2.0)  # may take the dead array's id: still a new array, the full path's answer
     swing_mpi.allreduce(WORLD, x2, y, algorithm="native")
     assert np.array_equal(y, np.full(8, 2.0 * P))
+
+
+def test_last_record_and_the_dict_take_turns():
+    """Calls alternating between arrays, options and dtypes: the last record is tried first, the dict next."""
+    repeat.NATIVE_SHAPES.clear()  # (else the first calls go to MPI as new arrays of a shape seen before)
+    x1, y1 = np.empty(8), np.empty(8)
+    x2, y2 = np.empty(5, np.int64), np.empty(5, np.int64)
+    for k in range(6):
+        x1[...] = R + k
+        x2[...] = R * k
+        swing_mpi.allreduce(WORLD, x1, y1, algorithm="native")
+        assert repeat.LAST_NATIVE[0] is repeat.NATIVE_RECORDS[id(y1)]
+        swing_mpi.allreduce(WORLD, x2, y2, algorithm="native")
+        assert repeat.LAST_NATIVE[0] is repeat.NATIVE_RECORDS[id(y2)]
+        assert np.array_equal(y1, _ref(x1)) and np.array_equal(y2, _ref(x2))
+        swing_mpi.allreduce(WORLD, x2, y2, MPI.MAX, algorithm="native")  # another op on the last record's arrays
+        assert np.array_equal(y2, _ref(x2, MPI.MAX))
+        swing_mpi.allreduce(WORLD, MPI.IN_PLACE, y2, algorithm="native")  # in place on the last record's recv
+        assert np.array_equal(y2, P * _ref(x2, MPI.MAX))
+    x1.dtype = np.int64  # both arrays reinterpreted in place: a new datatype, not the recorded one
+    y1.dtype = np.int64
+    x1[...] = R
+    swing_mpi.allreduce(WORLD, x1, y1, algorithm="native")
+    assert np.array_equal(y1, np.full(8, P * (P - 1) // 2))
+    with pytest.raises(ValueError, match="recvbuf"):  # the usual error, not one from the last record
+        swing_mpi.allreduce(WORLD, x1, None, algorithm="native")
+
+
+@pytest.mark.parametrize("in_place", [False, True])
+def test_persistent_arrays_of_a_shape_seen_before_get_a_record(in_place):
+    """The first buffer's call records the shape; a second buffer of that shape gets its own record too."""
+    repeat.NATIVE_SHAPES.clear()
+    x1, y1 = np.full(3, R + 1.0), np.empty(3)
+    x2, y2 = np.full(3, R + 2.0), np.empty(3)
+    swing_mpi.allreduce(WORLD, MPI.IN_PLACE if in_place else x1, y1, algorithm="native")  # full path
+    assert id(y1) in repeat.NATIVE_RECORDS
+    for k in range(4):
+        if in_place:
+            y2[...] = x2
+        swing_mpi.allreduce(WORLD, MPI.IN_PLACE if in_place else x2, y2, algorithm="native")
+        assert np.array_equal(y2, _ref(x2))
+        assert (id(y2) in repeat.NATIVE_RECORDS) == (k >= 1 + (not in_place))  # the 2nd (3rd) call on them
+        if in_place:
+            y1[...] = x1
+        swing_mpi.allreduce(WORLD, MPI.IN_PLACE if in_place else x1, y1, algorithm="native")  # its own record
+        assert np.array_equal(y1, _ref(x1))
+    if not in_place:  # a new send array every call into the same receive array: no record is made for it
+        y3 = np.empty(3)
+        for k in range(4):
+            swing_mpi.allreduce(WORLD, np.full(3, float(R + k)), y3, algorithm="native")
+            assert np.array_equal(y3, np.full(3, float(P * (P - 1) // 2 + P * k)))
+            assert id(y3) not in repeat.NATIVE_RECORDS
 
 
 def test_freed_communicator_raises_not_hangs():
