@@ -74,12 +74,16 @@ array's weak reference, or ``None`` in place, where ``sdtype`` holds what the ca
 ``comm``, ``recv`` the receive array's weak reference. A tuple, not a :class:`Repeat`: the caller
 unpacks it at once, about a tenth of a microsecond less than reading nine attributes, on a path whose
 whole cost over ``comm.Allreduce`` is a few tenths."""
+
+
 class _Never:
     """What :data:`NO_RECORD`'s receive reference returns: an object no call passes."""
 
 
 _NEVER = _Never()
-NO_RECORD: tuple = (*(_NEVER,) * 9, lambda: _NEVER)
+_no_ref = weakref.ref(_NEVER)
+"""A weak reference that never leads to an array: it returns :data:`_NEVER`, which lives as long as the module."""
+NO_RECORD: tuple = (*(_NEVER,) * 9, _no_ref)
 """A native record that matches no call: a private object where the communicator, the arrays and the rest
 would be."""
 LAST_NATIVE: list[tuple] = [NO_RECORD]
@@ -176,15 +180,18 @@ recv dtype, recv size, send size or None in place)`` maps to ``(comm, op, dataty
 to comm, [recv, send])``. A value holds ``comm`` and ``op`` (``None`` for the all-gather), so their ids
 cannot be reused while the entry lives; more than :data:`REPEATS_MAX` entries and all are dropped.
 
-``[recv, send]`` are weak references to the arrays the last allreduce of that shape without a record ran
-on (the send array's only once the receive array came twice in a row). The third call on the same pair
-(the second in place) gets a record of :data:`NATIVE_RECORDS`, the cheaper path: the second and later
-persistent buffers of a shape (a solver's dot products, equal gradient buckets) would otherwise never get
-one, since the first buffer's call recorded the shape. A new array every call never repeats and gets no record."""
+``[recv, send, countdown]`` watch for arrays that come back: every :data:`WATCH_EVERY` allreduce calls of
+that shape without a record, a weak reference to the receive array is taken; if the next such call is on
+the same receive array, one to its send array; if the call after that is on the same pair (in place: at
+once), the pair gets a record of :data:`NATIVE_RECORDS`, the cheaper path. The second and later persistent
+buffers of a shape (a solver's dot products, equal gradient buckets) would otherwise never get one, since
+the first buffer's call recorded the shape; a new array every call never comes back and gets no record."""
 
 
-def _no_ref() -> Any:
-    return _NEVER
+WATCH_EVERY = 8
+"""How many allreduce calls of one shape without a record between two looks for arrays that come back."""
+
+
 
 
 _NATIVE_CALLS = {"allreduce": MPI.Intracomm.Allreduce, "reduce_scatter_block": MPI.Intracomm.Reduce_scatter_block,
@@ -207,7 +214,8 @@ def remember_native(collective: str, comm: Any, sendbuf: Any, recvbuf: Any, op: 
         NATIVE_SHAPES.clear()
     key = (collective, id(comm), id(op), algorithm, dims, recvbuf.dtype, recvbuf.size,
            None if in_place else sendbuf.size)
-    NATIVE_SHAPES[key] = (comm, op, datatype, _NATIVE_CALLS[collective].__get__(comm), [_no_ref, _no_ref])
+    NATIVE_SHAPES[key] = (comm, op, datatype, _NATIVE_CALLS[collective].__get__(comm),
+                          [_no_ref, _no_ref, 1])
 
 
 def native_again(collective: str, comm: Any, sendbuf: Any, recvbuf: Any, op: MPI.Op | None, algorithm: Any,
@@ -215,8 +223,8 @@ def native_again(collective: str, comm: Any, sendbuf: Any, recvbuf: Any, op: MPI
     """Run a blocking call on a numpy ``recvbuf`` on MPI if one of its shape went there; false if not (nothing done).
 
     The sizes of both arrays are in the key, so the counts stand as the recorded call's did. The
-    caller has checked ``recvbuf`` is a numpy array and the mismatch check is off. An allreduce on
-    the same arrays a third time in a row (in place: a second) gets a record (see :data:`NATIVE_SHAPES`).
+    caller has checked ``recvbuf`` is a numpy array and the mismatch check is off. Allreduce calls on
+    the same arrays again and again get a record within about ten calls (see :data:`NATIVE_SHAPES`).
     """
     in_place = sendbuf is None or sendbuf is MPI.IN_PLACE
     if not in_place and type(sendbuf) is not np.ndarray:
@@ -246,11 +254,15 @@ def native_again(collective: str, comm: Any, sendbuf: Any, recvbuf: Any, op: MPI
     v[3](send, (recvbuf, v[2]), op)
     if collective == "allreduce":  # the same arrays twice in a row: give them a record (the cheaper repeat path)
         seen = v[4]
-        if seen[0]() is not recvbuf:
-            seen[0] = weakref.ref(recvbuf)
-            seen[1] = _no_ref
-        elif in_place or seen[1]() is sendbuf:
-            remember(comm, sendbuf, recvbuf, op, algorithm, dims, v[2], None, None)
+        if seen[0]() is recvbuf:
+            if in_place or seen[1]() is sendbuf:
+                remember(comm, sendbuf, recvbuf, op, algorithm, dims, v[2], None, None)
+            elif seen[1] is _no_ref:
+                seen[1] = weakref.ref(sendbuf)  # the receive array came back: now the send array's reference
+            else:
+                seen[0], seen[1], seen[2] = _no_ref, _no_ref, WATCH_EVERY  # a new send array: look again later
         else:
-            seen[1] = weakref.ref(sendbuf)  # the send array's reference only once the receive array repeats
+            seen[2] -= 1
+            if seen[2] <= 0:  # a weak reference costs a new array every call 0.3 us: take one every few calls
+                seen[0], seen[1], seen[2] = weakref.ref(recvbuf), _no_ref, WATCH_EVERY
     return True
