@@ -177,7 +177,7 @@ def again(r: Repeat, sendbuf: Any, recvbuf: Any) -> bool:
 NATIVE_SHAPES: dict[tuple, tuple] = {}
 """Blocking calls that went to MPI, by what decided it: ``(collective, id(comm), id(op), algorithm, dims,
 recv dtype, recv size, send size or None in place)`` maps to ``(comm, op, datatype, MPI's collective bound
-to comm, [recv, send])``. A value holds ``comm`` and ``op`` (``None`` for the all-gather), so their ids
+to comm, [recv, send, countdown])``. A value holds ``comm`` and ``op`` (``None`` for the all-gather), so their ids
 cannot be reused while the entry lives; more than :data:`REPEATS_MAX` entries and all are dropped.
 
 ``[recv, send, countdown]`` watch for arrays that come back: every :data:`WATCH_EVERY` allreduce calls of
@@ -190,9 +190,6 @@ the first buffer's call recorded the shape; a new array every call never comes b
 
 WATCH_EVERY = 8
 """How many allreduce calls of one shape without a record between two looks for arrays that come back."""
-
-
-
 
 _NATIVE_CALLS = {"allreduce": MPI.Intracomm.Allreduce, "reduce_scatter_block": MPI.Intracomm.Reduce_scatter_block,
                  "allgather": MPI.Intracomm.Allgather}
@@ -252,7 +249,7 @@ def native_again(collective: str, comm: Any, sendbuf: Any, recvbuf: Any, op: MPI
         v[3](send, (recvbuf, v[2]))
         return True
     v[3](send, (recvbuf, v[2]), op)
-    if collective == "allreduce":  # the same arrays twice in a row: give them a record (the cheaper repeat path)
+    if collective == "allreduce":  # arrays that come back get a record, the cheaper repeat path (NATIVE_SHAPES)
         seen = v[4]
         if seen[0]() is recvbuf:
             if in_place or seen[1]() is sendbuf:
