@@ -161,19 +161,19 @@ def allreduce(comm: MPI.Intracomm, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.
     MPI after checking only the arrays.
     """
     t = LAST_NATIVE[0]  # the repeat path (swing_mpi.repeat), inline: a call here costs 0.1 us
-    if t[9]() is not recvbuf:
+    if t[7]() is not recvbuf:
         t = _native_recorded(id(recvbuf), NO_RECORD)
         if t is not NO_RECORD:
             LAST_NATIVE[0] = t
     if not check:
-        c, o, a, d, w, rdtype, sd, native, datatype, _ = t
-        if c is comm and o is op and a is algorithm and d is dims and recvbuf.dtype is rdtype:
+        c, o, a, d, w, in_place, native, _ = t
+        if c is comm and o is op and a is algorithm and d is dims:
             if w is None:
-                if sendbuf is sd:
-                    native(MPI.IN_PLACE, (recvbuf, datatype), op)
+                if sendbuf is in_place:
+                    native(MPI.IN_PLACE, recvbuf, op)
                     return
-            elif w() is sendbuf and sendbuf.dtype is sd:
-                native((sendbuf, datatype), (recvbuf, datatype), op)
+            elif w() is sendbuf:
+                native(sendbuf, recvbuf, op)
                 return
     r = _recorded(id(recvbuf))
     if (r is not None and not check and r.comm is comm and r.op is op and r.algorithm is algorithm and r.dims is dims

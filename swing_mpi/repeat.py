@@ -8,12 +8,13 @@ numpy lets a program change in place. A call repeating all of these skips
 straight to the data movement. Arrays are held by weak reference (a dead one
 never matches), plans too (the communicator's plan cache owns them).
 
-The ``native`` path checks the least: the MPI call itself (mpi4py) checks the
-send buffer's count against the receive buffer's, and sizes cannot change in
-place (numpy refuses ``ndarray.resize`` on an array with weak references).
-Changed dtypes are checked: the call passes the datatype (saving mpi4py's
-inference from the buffer format). A communicator freed since fails in that
-MPI call, as ``comm.Allreduce`` would.
+The ``native`` path checks the least: it passes the arrays to MPI as they are
+now, as ``comm.Allreduce`` does, so mpi4py infers their datatypes and counts on
+every call and refuses send and receive buffers whose datatypes or counts
+differ; an array whose dtype was changed in place is reduced as its new dtype
+(sizes cannot change in place: numpy refuses ``ndarray.resize`` on an array
+with weak references). A communicator freed since fails in that MPI call, as
+``comm.Allreduce`` would.
 
 Programs also reduce *new* arrays every call (``np.array([loss])`` in a training
 loop), which no record matches. For these, the choice itself repeats: a call that
@@ -68,12 +69,14 @@ record found under ``id(recvbuf)`` is this very array's, without calling its wea
 reference."""
 NATIVE_RECORDS: dict[int, tuple] = {}
 """The calls that went to MPI, keyed by ``id(recvbuf)`` as :data:`RECORDS` (and dropped the same way):
-``(comm, op, algorithm, dims, send, rdtype, sdtype, native, datatype, recv)``. ``send`` is the send
-array's weak reference, or ``None`` in place, where ``sdtype`` holds what the call passed as
-``sendbuf`` (``None`` or ``MPI.IN_PLACE``) instead of a dtype; ``native`` is MPI's allreduce bound to
-``comm``, ``recv`` the receive array's weak reference. A tuple, not a :class:`Repeat`: the caller
-unpacks it at once, about a tenth of a microsecond less than reading nine attributes, on a path whose
-whole cost over ``comm.Allreduce`` is a few tenths."""
+``(comm, op, algorithm, dims, send, in_place, native, recv)``. ``send`` is the send array's weak
+reference, or ``None`` in place, where ``in_place`` holds what the call passed as ``sendbuf`` (``None``
+or ``MPI.IN_PLACE``); ``native`` is MPI's allreduce bound to ``comm``, ``recv`` the receive array's weak
+reference. No dtype or datatype: the call lets mpi4py infer them, which costs less than checking
+them (the two ``.dtype`` reads cost 2-4 % of an 8 B call timed from a barrier on an oversubscribed
+machine). A tuple, not a :class:`Repeat`: the caller unpacks it at once, about a tenth of a microsecond
+less than reading its fields as attributes, on a path whose whole cost over ``comm.Allreduce`` is a few
+tenths."""
 
 
 class _Never:
@@ -83,7 +86,7 @@ class _Never:
 _NEVER = _Never()
 _no_ref = weakref.ref(_NEVER)
 """A weak reference that never leads to an array: it returns :data:`_NEVER`, which lives as long as the module."""
-NO_RECORD: tuple = (*(_NEVER,) * 9, _no_ref)
+NO_RECORD: tuple = (*(_NEVER,) * 7, _no_ref)
 """A native record that matches no call: a private object where the communicator, the arrays and the rest
 would be."""
 LAST_NATIVE: list[tuple] = [NO_RECORD]
@@ -110,10 +113,10 @@ def _forget_send(ref: weakref.ref, key: int) -> None:
 
 def _forget_native(ref: weakref.ref, key: int) -> None:
     last = LAST_NATIVE[0]
-    if last[4] is ref or last[9] is ref:
+    if last[4] is ref or last[7] is ref:
         LAST_NATIVE[0] = NO_RECORD
     t = NATIVE_RECORDS.get(key)
-    if t is not None and (t[4] is ref or t[9] is ref):
+    if t is not None and (t[4] is ref or t[7] is ref):
         NATIVE_RECORDS.pop(key, None)
 
 
@@ -133,10 +136,10 @@ def remember(comm: Any, sendbuf: Any, recvbuf: Any, op: MPI.Op, algorithm: Any, 
     key = id(recvbuf)
     if plan is None:
         forget = lambda ref: _forget_native(ref, key)  # noqa: E731
-        t = (comm, op, algorithm, dims, None if in_place else weakref.ref(sendbuf, forget), recvbuf.dtype,
-             sendbuf if in_place else sendbuf.dtype,
+        t = (comm, op, algorithm, dims, None if in_place else weakref.ref(sendbuf, forget),
+             sendbuf if in_place else None,
              MPI.Intracomm.Allreduce.__get__(comm),  # not comm.Allreduce: swing_mpi.Intracomm overrides it
-             datatype, weakref.ref(recvbuf, forget))
+             weakref.ref(recvbuf, forget))
         if len(NATIVE_RECORDS) >= REPEATS_MAX:
             NATIVE_RECORDS.clear()
         NATIVE_RECORDS[key] = t
