@@ -543,6 +543,7 @@ def run(args: argparse.Namespace) -> int:
     """Run ``swing-mpi calibrate`` on ``MPI.COMM_WORLD`` (collective)."""
     from mpi4py import MPI
 
+    from .bench.measure import library_version
     from .state import dims_for
     from .topology import parse_dims
 
@@ -596,7 +597,7 @@ def run(args: argparse.Namespace) -> int:
             path = _output_path(args)
             extra = {
                 "p": p, "dims": list(dims), "host": socket.gethostname(),
-                "mpi_library": MPI.Get_library_version().splitlines()[0].strip(),
+                "mpi_library": library_version(),
                 "python": platform.python_version(), "sizes": list(m.sizes), "iters": args.iters,
                 "point_time": args.point_time, "drop": args.drop, "warmup": args.warmup, "settle": args.settle,
                 "fit": {net: {"alpha": a, "beta": b, "per_call": c0, "rms": f.rms[net]}

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_MAX_BYTES", "OWN_BUFFERS_MAX", "iterations_for", "point_sizes", "make_input", "Point",
     "collective_function", "collective_call", "count_wrong", "Prepared", "prepare_point", "time_point",
-    "resolve_dims", "environment", "placed_comm", "run_bench",
+    "resolve_dims", "environment", "library_version", "placed_comm", "run_bench",
 ]
 
 DEFAULT_MAX_BYTES = 256 << 20
@@ -334,6 +334,17 @@ def _first_line(text: str) -> str:
     return re.sub(r"\s+", " ", line)
 
 
+def library_version(*, full: bool = False) -> str:
+    """Return ``MPI.Get_library_version()``: its first line, whitespace collapsed, or (``full``) all of it.
+
+    Open MPI's string ends in a NUL character, which would make a text report a binary file.
+    """
+    from mpi4py import MPI
+
+    text = MPI.Get_library_version().replace("\x00", "").strip()
+    return text if full else _first_line(text)
+
+
 def _loadavg() -> list[float] | None:
     try:
         return [round(x, 2) for x in os.getloadavg()]
@@ -350,7 +361,7 @@ def environment(comm: Any, cfg: Config, dims: tuple[int, ...], dims_source: str,
     from .. import __version__
 
     coll = COLLECTIVES[cfg.collective]
-    lib = MPI.Get_library_version()
+    lib = library_version(full=True)
     forced = os.environ.get(coll.mpich_cvar)
     ompi = os.environ.get(coll.ompi_var)
     if "MPICH" in lib:
@@ -375,8 +386,8 @@ def environment(comm: Any, cfg: Config, dims: tuple[int, ...], dims_source: str,
         "node_env": getattr(cfg, "node_env", None),
         "dtype": cfg.dtype,
         "op": cfg.op,
-        "mpi_library": _first_line(lib),
-        "mpi_library_full": lib.strip(),
+        "mpi_library": library_version(),
+        "mpi_library_full": lib,
         "mpi_vendor": list(MPI.get_vendor()[:1]) + [".".join(map(str, MPI.get_vendor()[1]))],
         "mpich_algorithm": mpich_alg,
         "native_desc": native_desc,

@@ -41,9 +41,11 @@ def test_bench_table_and_files(mpi_tmp_path, capsys):
         assert ln.split()[-1] == "0", ln  # #wrong
     assert f"p={p}" in captured and "MPI:" in captured and "command:" in captured
     assert "Out of bounds values : 0 OK" in captured
+    assert "\x00" not in captured  # (Open MPI's library version string ends in a NUL)
     with open(out / "b.json") as f:
         data = json.load(f)
     assert data["env"]["p"] == p and data["env"]["mpi_library"]
+    assert "\x00" not in data["env"]["mpi_library"] + data["env"]["mpi_library_full"]
     assert len(data["rows"]) == 12
     for r in data["rows"]:
         assert r["wrong"] == 0 and r["iters"] == 3 and len(r["times_us"]) == 3
