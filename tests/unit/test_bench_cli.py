@@ -115,6 +115,29 @@ def test_iterations_for():
     assert iterations_for(8, 1) == 1
 
 
+# -- buffers -------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("count, dtype", [(0, "f8"), (1, "f8"), (1000, "i4"), (1 << 17, "f8"), (3, "c16")])
+def test_page_array_starts_a_page_of_its_own(count, dtype):
+    import mmap
+
+    import numpy as np
+
+    from swing_mpi.bench.measure import page_array
+
+    arrays = [page_array(count, np.dtype(dtype)) for _ in range(3)]
+    for a in arrays:
+        assert type(a) is np.ndarray and a.dtype == np.dtype(dtype) and a.shape == (count,)
+        assert a.flags.c_contiguous and a.flags.writeable
+        if count:
+            assert a.ctypes.data % mmap.PAGESIZE == 0
+            a[...] = 7
+            assert (a == 7).all()
+    if count:  # separate memory: writing one leaves the others
+        arrays[0][...] = 1
+        assert (arrays[1] == 7).all()
+
+
 # -- options -------------------------------------------------------------------------------------
 
 def test_defaults_and_quick():
