@@ -12,8 +12,9 @@ Measurement:
     algorithms whose schedule depends on the op being exact (``swing-lat``)
     are also measured on int64 SUM. Sizes go from small to large. At each
     size, rounds time one call of every live candidate (interleaved, so a
-    burst of machine noise spreads over all of them, the order rotated by one
-    each round so that no candidate always follows the same one); from 16 KiB
+    burst of machine noise spreads over all of them, in a new random order each
+    round, the same on every rank, so that no candidate always follows the same
+    one: a light call timed after a long one runs slower); from 16 KiB
     on each timed call follows ``--settle`` (2) untimed calls of the same
     candidate (none for a candidate already ``--drop`` times slower than the
     fastest at the size before: its settled time cannot change the pick, and
@@ -226,7 +227,7 @@ def measure(comm: Any, sizes: Sequence[int], series: Sequence[Series], *, dims: 
     from mpi4py import MPI
 
     from .api import allreduce
-    from .bench.measure import page_array
+    from .bench.measure import page_array, shuffled
 
     t_start = time.perf_counter()
     rank = comm.Get_rank()
@@ -268,9 +269,9 @@ def measure(comm: Any, sizes: Sequence[int], series: Sequence[Series], *, dims: 
         settle_here = [settle if n >= SETTLE_FROM and (s.name not in behind or behind[s.name][0] < drop) else 0
                        for s in run]
         everyone = list(range(len(run)))
+        orders = shuffled(len(run), seed=count)  # a new order each round, the same on every rank
         while rounds < max(1, iters) and (not rounds or spent < point_time):
-            k = rounds % max(1, len(run))  # the order rotated by one each round
-            spent += _round(comm, calls, everyone[k:] + everyone[:k], samples, settle_here)
+            spent += _round(comm, calls, next(orders), samples, settle_here)
             rounds += 1
         last_round = spent / max(1, rounds)
         # the few within CONTEND_MARGIN of the fastest get more rounds of their own where the time cap left
@@ -280,9 +281,9 @@ def measure(comm: Any, sizes: Sequence[int], series: Sequence[Series], *, dims: 
         close = [j for j in everyone if first[j] <= lead * (1 + CONTEND_MARGIN)]
         extra = 0.0
         want = min(CONTEND_ROUNDS, iters)
+        close_orders = shuffled(len(close), seed=count + 1)
         while len(close) > 1 and min(len(samples[j]) for j in close) < want and extra < CONTEND_TIME * point_time:
-            extra += _round(comm, calls, close, samples, settle_here)
-            close = close[1:] + close[:1]
+            extra += _round(comm, calls, [close[k] for k in next(close_orders)], samples, settle_here)
         meds = {s.name: float(np.median(samples[j])) for j, s in enumerate(run)}
         best = min(meds.values()) if meds else math.inf
         for s in series:

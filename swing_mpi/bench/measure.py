@@ -11,12 +11,13 @@ import datetime
 import mmap
 import os
 import platform
+import random
 import re
 import shlex
 import socket
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_MAX_BYTES", "OWN_BUFFERS_MAX", "iterations_for", "point_sizes", "make_input", "page_array", "Point",
-    "collective_function", "collective_call", "count_wrong", "Prepared", "prepare_point", "time_point",
+    "collective_function", "collective_call", "count_wrong", "Prepared", "prepare_point", "shuffled", "time_point",
     "resolve_dims", "environment", "library_version", "placed_comm", "run_bench",
 ]
 
@@ -284,6 +285,22 @@ def prepare_point(comm: Any, mpi_op: Any, cfg: Config, alg: str, dims: Any, pt: 
     return Prepared(alg, call, recv, int(wrong), iters)
 
 
+def shuffled(n: int, seed: int = 2024) -> Iterator[list[int]]:
+    """Yield orders of ``range(n)``, a new random one each time: the same sequence on every rank (a fixed seed).
+
+    Interleaved timing goes through its candidates in these orders. An order merely rotated by one each
+    iteration keeps the cyclic neighbours together: each candidate follows the same one in all but one
+    iteration of ``n``, and a light call timed after a long Python algorithm (which leaves the caches and
+    the scheduler's state to the next call) measured 1.3-1.9x its time after a light one (8 B, p = 4:
+    auto, last in the list, always after our slowest algorithm; native, first, after auto).
+    """
+    rng = random.Random(seed)
+    order = list(range(n))
+    while True:
+        rng.shuffle(order)
+        yield list(order)
+
+
 def time_point(comm: Any, pt: Point, preps: Sequence[Prepared], *, interleave: bool = True,
                batch: int = 1) -> list[dict[str, Any]]:
     """Time every prepared algorithm on ``pt``; return one result dict per algorithm, equal on all ranks.
@@ -292,17 +309,19 @@ def time_point(comm: Any, pt: Point, preps: Sequence[Prepared], *, interleave: b
 
     ``interleave``: iteration ``i`` of every algorithm, then iteration ``i+1``
     (round robin), so a burst of machine noise lands on all algorithms alike,
-    the order rotated by one each iteration (what a call finds left by the
-    previous one, e.g. a drained link queue, is not always the same
-    algorithm's); otherwise all iterations of one algorithm, then the next
+    in an order shuffled each iteration (:func:`shuffled`), so that what a call
+    finds left by the one before it (a drained link queue, caches and a
+    scheduler that a long Python algorithm left) is not always the same
+    algorithm's; otherwise all iterations of one algorithm, then the next
     (OSU style).
     """
     from mpi4py import MPI
 
     if interleave:
-        n = len(preps)
+        orders = shuffled(len(preps))
         for i in range(max((q.iters for q in preps), default=0)):
-            for q in [*preps[i % n:], *preps[:i % n]]:  # rotated: no algorithm always follows the same one
+            for j in next(orders):
+                q = preps[j]
                 if i < q.iters:
                     q.times.append(_timed(comm, pt, q.call, q.recv, batch))
     else:

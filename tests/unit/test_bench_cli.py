@@ -138,6 +138,25 @@ def test_page_array_starts_a_page_of_its_own(count, dtype):
         assert (arrays[1] == 7).all()
 
 
+def test_shuffled_orders_are_the_same_on_every_rank_and_mix_neighbours():
+    from itertools import islice
+
+    from swing_mpi.bench.measure import shuffled
+
+    n = 11
+    a = list(islice(shuffled(n), 40))
+    assert a == list(islice(shuffled(n), 40))  # each rank computes the same orders
+    assert all(sorted(o) == list(range(n)) for o in a)
+    assert len({tuple(o) for o in a}) > 30
+    # in a sequence of orders, who runs right before the last candidate varies (a rotation by one
+    # each iteration would put the same neighbour there in all but one iteration of n)
+    seq = [j for o in a for j in o]
+    before = [seq[i - 1] for i in range(1, len(seq)) if seq[i] == n - 1]
+    assert len(set(before)) >= 6
+    assert list(islice(shuffled(n, seed=1), 3)) != a[:3]
+    assert list(islice(shuffled(0), 2)) == [[], []] and list(islice(shuffled(1), 2)) == [[0], [0]]
+
+
 # -- options -------------------------------------------------------------------------------------
 
 def test_defaults_and_quick():
