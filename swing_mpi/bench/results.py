@@ -178,7 +178,7 @@ def env_header_lines(env: Mapping[str, Any]) -> list[str]:
         + ("the reduce-scatter input" if coll.reduces else "the all-gather output")
         + "), count = elements per rank")
     cap = format_size(env["max_bytes"]) if env["max_bytes"] else "no cap"
-    order = ("round robin over the algorithms of a size" if env.get("interleave", True)
+    order = ("round robin over the algorithms of a size, in a new order each iteration" if env.get("interleave", True)
              else "one algorithm after the other")
     batch = int(env.get("batch", 1) or 1)
     if batch > 1:
