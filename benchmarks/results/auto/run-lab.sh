@@ -7,7 +7,9 @@
 #        what calibrate's --settle measures) instead of round robin
 #        ALGS=native,bucket,...,auto ... the bench's algorithms (default all,auto); BENCH_SIZES=16M ... the bench's
 #        sizes (default: the calibrated ones, SIZES); BENCH=NAME ... the bench's files are bench-lab-DIMS-NAME.*
-#        and summary-lab-DIMS-NAME.txt (a second bench beside the first); ITERS=5 ... timed calls (default 3)
+#        and summary-lab-DIMS-NAME.txt (a second bench beside the first); ITERS=5 ... timed calls (default 15, fewer
+#        where a point would take over MAX_TIME seconds per algorithm, default 5; never below 3: at 64 KiB a call
+#        right after a light one rides the token buckets' burst, and 3 calls in a random order are too few)
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 D=$1 R=$PWD/benchmarks/results/auto
@@ -24,6 +26,6 @@ fi
 .venv/bin/python -m swing_mpi lab --dims "$D" --rate-mbit 40 --mtu 65000 --timeout 2400 \
   --env "SWING_MPI_TUNING=$R/tuning-lab-$D.json" -- \
   .venv/bin/python -m mpi4py -m swing_mpi bench --algorithms "${ALGS:-all,auto}" --dims "$D" --sizes "${BENCH_SIZES:-$SIZES}" \
-  --iters "${ITERS:-3}" --warmup 1 --max-time 0 --bw-unit MB ${BLOCKED:+--blocked} --json "$R/bench-lab-$B.json" \
+  --iters "${ITERS:-15}" --warmup 1 --max-time "${MAX_TIME:-5}" --bw-unit MB ${BLOCKED:+--blocked} --json "$R/bench-lab-$B.json" \
   > "$R/bench-lab-$B.txt"
 .venv/bin/python "$R/summarize.py" "$R/bench-lab-$B.json" | tee "$R/summary-lab-$B.txt"
