@@ -184,11 +184,6 @@ def beaten(before: tuple[float, float, int] | None, now: tuple[float, float, int
             and t1 >= t0 * (n1 / n0) ** GROWING)
 
 
-def _copied(dst: Any, src: Any) -> Any:
-    dst[...] = src
-    return dst
-
-
 def _round(comm: Any, calls: Sequence[Any], which: Sequence[int], samples: list[list[float]],
            settle: Sequence[int]) -> float:
     """Time one call of each of ``calls[which]`` (barrier before each, max over ranks); return the time spent.
@@ -227,7 +222,7 @@ def measure(comm: Any, sizes: Sequence[int], series: Sequence[Series], *, dims: 
     from mpi4py import MPI
 
     from .api import allreduce
-    from .bench.measure import page_array, shuffled
+    from .bench.measure import page_array, page_copy, shuffled
 
     t_start = time.perf_counter()
     rank = comm.Get_rank()
@@ -246,15 +241,14 @@ def measure(comm: Any, sizes: Sequence[int], series: Sequence[Series], *, dims: 
                 continue
             run.append(s)
         rng = np.random.default_rng([12345, rank, count])
-        made = {"float64": rng.uniform(0.5, 1.5, count), "int64": rng.integers(0, 1 << 20, count).astype(np.int64)}
-        # every array on pages of its own, placed alike whatever was allocated before (page_array)
-        bufs = {k: _copied(page_array(count, v.dtype), v) for k, v in made.items()}
-        outs = {k: page_array(count, v.dtype) for k, v in made.items()}
+        bufs = {"float64": rng.uniform(0.5, 1.5, count), "int64": rng.integers(0, 1 << 20, count).astype(np.int64)}
+        # every measured array on pages of its own, placed alike whatever was allocated before (page_array)
+        pair = lambda a: (page_copy(a), page_array(len(a), a.dtype))  # noqa: E731
         if n <= OWN_ARRAYS_UP_TO:  # each candidate its own arrays: every call takes the API's repeat path
-            arrays = [(_copied(page_array(count, bufs[s.dtype].dtype), bufs[s.dtype]),
-                       page_array(count, bufs[s.dtype].dtype)) for s in run]
+            arrays = [pair(bufs[s.dtype]) for s in run]
         else:
-            arrays = [(bufs[s.dtype], outs[s.dtype]) for s in run]
+            shared = {k: pair(v) for k, v in bufs.items()}
+            arrays = [shared[s.dtype] for s in run]
         calls = [lambda s=s, src=src, dst=dst: allreduce(comm, src, dst, MPI.SUM, algorithm=s.algorithm, dims=dims)
                  for s, (src, dst) in zip(run, arrays)]
         # warm up (first call: plan, connections) unless a round of the previous size already took over half
@@ -304,7 +298,7 @@ def measure(comm: Any, sizes: Sequence[int], series: Sequence[Series], *, dims: 
                        f"{fastest} {best * 1e6:.1f} us" + (f"; stop measuring {', '.join(s.name for s in dropped)}"
                                                           if dropped else "")
                        + f" [{time.perf_counter() - t_start:.1f} s]")
-        del calls, made, bufs, outs, arrays
+        del calls, bufs, arrays
     m.seconds = time.perf_counter() - t_start
     return m
 

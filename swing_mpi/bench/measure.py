@@ -30,9 +30,9 @@ if TYPE_CHECKING:
     from .cli import Config
 
 __all__ = [
-    "DEFAULT_MAX_BYTES", "OWN_BUFFERS_MAX", "iterations_for", "point_sizes", "make_input", "page_array", "Point",
-    "collective_function", "collective_call", "count_wrong", "Prepared", "prepare_point", "shuffled", "time_point",
-    "resolve_dims", "environment", "library_version", "placed_comm", "run_bench",
+    "DEFAULT_MAX_BYTES", "OWN_BUFFERS_MAX", "iterations_for", "point_sizes", "make_input", "page_array", "page_copy",
+    "Point", "collective_function", "collective_call", "count_wrong", "Prepared", "prepare_point", "shuffled",
+    "time_point", "resolve_dims", "environment", "library_version", "placed_comm", "run_bench",
 ]
 
 DEFAULT_MAX_BYTES = 256 << 20
@@ -99,6 +99,13 @@ def page_array(count: int, dtype: np.dtype) -> np.ndarray:
     return np.frombuffer(mmap.mmap(-1, max(nbytes, 1)), dtype, count)
 
 
+def page_copy(a: np.ndarray) -> np.ndarray:
+    """Return a copy of the 1-D array ``a`` placed as :func:`page_array` places arrays."""
+    out = page_array(len(a), a.dtype)
+    out[...] = a
+    return out
+
+
 class Point:
     """One (size, place) of a run: the input and the reference, shared by all algorithms.
 
@@ -145,15 +152,10 @@ class Point:
         every array starts on a page of its own (:func:`page_array`).
         """
         if self.nbytes <= OWN_BUFFERS_MAX:
-            return self._new_send(), page_array(self._recv_len, self.dtype)
+            return page_copy(self.input), page_array(self._recv_len, self.dtype)
         if self._shared is None:
-            self._shared = (self._new_send(), page_array(self._recv_len, self.dtype))
+            self._shared = (page_copy(self.input), page_array(self._recv_len, self.dtype))
         return self._shared
-
-    def _new_send(self) -> np.ndarray:
-        send = page_array(len(self.input), self.dtype)
-        send[...] = self.input
-        return send
 
     def load(self, recv: np.ndarray) -> None:
         """Put the input where an in-place call reads it (the all-gather: this rank's block only)."""
