@@ -28,8 +28,11 @@ Measurement:
     rounds is kept. Rounds stop after ``--iters``, or once the size has used
     ``--point-time`` seconds (at least one round). Where that left few rounds
     (slow links, large sizes), the candidates within 25 % of the fastest get
-    rounds of their own, up to 7 samples each or three times ``--point-time`` more:
-    the pick among close contenders is what a noisy median gets wrong. ``--warmup`` untimed calls
+    rounds of their own, up to 7 samples each or three times ``--point-time`` more
+    (at least 8 s): the pick among close contenders is what a noisy median gets
+    wrong. After each such round a contender whose every sample (three or more) is
+    slower than the leader's median drops out (:func:`narrowed`), so the two or
+    three that matter share the time left. ``--warmup`` untimed calls
     per candidate come first, except after a size whose rounds took over half
     of ``--point-time`` each (there a warm-up would double the time). From
     ``--drop-from`` on, a candidate at least ``--drop`` times slower than the
@@ -70,6 +73,7 @@ import datetime as _dt
 import math
 import os
 import platform
+import random
 import socket
 import sys
 import time
@@ -87,7 +91,7 @@ from .units import format_size, parse_size, parse_sizes
 
 __all__ = [
     "add_arguments", "run", "main", "Series", "beaten", "series_for", "Measured", "measure", "measure_gamma", "fit",
-    "Fit", "native_threshold", "tables_from", "calibrate", "report", "nnls", "DEFAULT_SIZES",
+    "Fit", "narrowed", "native_threshold", "tables_from", "calibrate", "report", "nnls", "DEFAULT_SIZES",
 ]
 
 DEFAULT_SIZES = "8,64,256,1K,4K,16K,64K,256K,1M,4M,16M"
@@ -107,7 +111,12 @@ CONTEND_MARGIN = 0.25
 CONTEND_ROUNDS = 7
 """Contenders get rounds of their own until each has this many samples ..."""
 CONTEND_TIME = 3.0
-"""... or these rounds have taken this many times ``--point-time``."""
+"""... or these rounds have taken this many times ``--point-time`` ...
+"""
+CONTEND_FLOOR = 8.0
+"""... or this many seconds, if more: on shared memory (``--point-time`` 1 s) a round of six contenders at
+16 MiB on 16 ranks takes 1.6 s with its settling calls, and three samples each ordered two candidates
+that a launch of 15 calls each orders the other way (4 launches out of 4)."""
 MAX_WORK_BYTES = 1 << 30
 """A candidate whose work buffer (swing-lat's contributions form: ``p`` vectors) would pass this is not run."""
 ITEMSIZE = 8
@@ -184,6 +193,24 @@ def beaten(before: tuple[float, float, int] | None, now: tuple[float, float, int
             and t1 >= t0 * (n1 / n0) ** GROWING)
 
 
+def narrowed(close: Sequence[int], samples: Sequence[Sequence[float]], *, least: int = 3) -> list[int]:
+    """Return the contenders still worth rounds: drop each whose every sample is slower than the leader's median.
+
+    ``close``: indices into ``samples`` (each candidate's times so far). The
+    leader is the one with the smallest median; a candidate is judged only
+    once it has ``least`` samples (three slower samples in a row happen to an
+    equal one in one case of eight). The leader's rivals then share the time
+    left, so the pick among the two or three that matter gets their samples.
+    """
+    import statistics
+
+    if len(close) < 2:
+        return list(close)
+    lead = min(close, key=lambda j: statistics.median(samples[j]))
+    bar = statistics.median(samples[lead])
+    return [j for j in close if j == lead or len(samples[j]) < least or min(samples[j]) <= bar]
+
+
 def _round(comm: Any, calls: Sequence[Any], which: Sequence[int], samples: list[list[float]],
            settle: Sequence[int]) -> float:
     """Time one call of each of ``calls[which]`` (barrier before each, max over ranks); return the time spent.
@@ -216,6 +243,7 @@ def _round(comm: Any, calls: Sequence[Any], which: Sequence[int], samples: list[
 def measure(comm: Any, sizes: Sequence[int], series: Sequence[Series], *, dims: tuple[int, ...],
             iters: int = DEFAULT_ITERS, warmup: int = DEFAULT_WARMUP, point_time: float = DEFAULT_POINT_TIME,
             drop: float = DEFAULT_DROP, drop_from: int = DEFAULT_DROP_FROM, settle: int = 0,
+            contend_time: float = CONTEND_TIME, contend_floor: float = CONTEND_FLOOR,
             progress: bool = True) -> Measured:
     """Time every live series at every size (collective; the same result on every rank)."""
     import numpy as np
@@ -273,11 +301,14 @@ def measure(comm: Any, sizes: Sequence[int], series: Sequence[Series], *, dims: 
         first = [float(np.median(x)) for x in samples]
         lead = min(first) if first else math.inf
         close = [j for j in everyone if first[j] <= lead * (1 + CONTEND_MARGIN)]
+        contenders = len(close)
         extra = 0.0
         want = min(CONTEND_ROUNDS, iters)
-        close_orders = shuffled(len(close), seed=count + 1)
-        while len(close) > 1 and min(len(samples[j]) for j in close) < want and extra < CONTEND_TIME * point_time:
-            extra += _round(comm, calls, [close[k] for k in next(close_orders)], samples, settle_here)
+        cap = max(contend_time * point_time, contend_floor)
+        pick = random.Random(count + 1)  # the same orders on every rank (samples are max over ranks: equal too)
+        while len(close) > 1 and min(len(samples[j]) for j in close) < want and extra < cap:
+            extra += _round(comm, calls, pick.sample(close, len(close)), samples, settle_here)
+            close = narrowed(close, samples)
         meds = {s.name: float(np.median(samples[j])) for j, s in enumerate(run)}
         best = min(meds.values()) if meds else math.inf
         for s in series:
@@ -292,8 +323,9 @@ def measure(comm: Any, sizes: Sequence[int], series: Sequence[Series], *, dims: 
         live = [s for s in run if s not in dropped]
         if progress:
             fastest = min(meds, key=lambda k: meds[k]) if meds else "-"
-            more = f" (+{len(samples[close[0]]) - rounds} of {len(close)} within {CONTEND_MARGIN:.0%})" \
-                if len(close) > 1 and len(samples[close[0]]) > rounds else ""
+            most = max(len(x) for x in samples) if samples else rounds
+            more = f" (+{most - rounds} of {contenders} within {CONTEND_MARGIN:.0%}" \
+                   f"{f', {len(close)} to the end' if len(close) < contenders else ''})" if most > rounds else ""
             _say(comm, f"calibrate: {format_size(n):>9}: {len(run)} candidates x {rounds} rounds{more}, fastest "
                        f"{fastest} {best * 1e6:.1f} us" + (f"; stop measuring {', '.join(s.name for s in dropped)}"
                                                           if dropped else "")

@@ -451,6 +451,21 @@ def test_calibrate_stops_measuring_only_a_candidate_falling_further_behind():
     assert beaten((3.5, 1e-3, 16), (5.0, 4e-3, 64), drop_from=64)
 
 
+def test_calibrate_narrows_the_contenders_to_the_leaders_rivals():
+    from swing_mpi.calibrate import narrowed
+
+    samples = [[80.0, 82.0, 84.0], [90.0, 91.0, 95.0], [79.0, 88.0, 90.0], [100.0, 101.0], [85.0]]
+    # 1: every sample slower than the leader's median (82): out; 2: one sample under it: stays;
+    # 3 and 4 are judged only from three samples on
+    assert narrowed([0, 1, 2, 3, 4], samples) == [0, 2, 3, 4]
+    assert narrowed([1, 3], samples) == [1, 3]  # 1 leads (median 91); 3 has two samples
+    assert narrowed([0, 1], samples) == [0]
+    assert narrowed([1], samples) == [1] and narrowed([], samples) == []
+    assert narrowed([0, 1], samples, least=4) == [0, 1]
+    tied = [[5.0, 5.0, 5.0], [5.0, 5.0, 5.0]]
+    assert narrowed([0, 1], tied) == [0, 1]  # equal is not slower
+
+
 @pytest.mark.parametrize("network", NETWORKS)
 def test_fit_recovers_the_constants_and_the_network_kind(network):
     """Times made by one network's model are fitted exactly by it, and better than by the other kind."""
