@@ -250,7 +250,8 @@ def measure(comm: Any, sizes: Sequence[int], series: Sequence[Series], *, dims: 
     from mpi4py import MPI
 
     from .api import allreduce
-    from .bench.measure import page_array, page_copy, shuffled
+    from .bench.measure import page_array, page_copy
+    from .bench.timing import shuffled
 
     t_start = time.perf_counter()
     rank = comm.Get_rank()

@@ -29,6 +29,12 @@ maximum over ranks (the local times are reduced with MAX after the loop).
 ``--batch K`` makes an iteration K back-to-back calls from one barrier, its
 time per call (a program's loop of calls, as nccl-tests time it: one
 barrier's exit skew spread over K calls instead of paid by each).
+``--start sync`` starts every rank's timed call at one instant agreed after
+the barrier, on the clock all processes of one host share, and times each
+rank from that instant (:class:`~swing_mpi.bench.timing.SyncStart`, as
+ReproMPI times collectives): a barrier's exits spread over 95-240 ms among 64
+ranks on 2 cores in the 8x8 lab, and from its own exit each rank's call is
+charged that spread. A rank that wakes late is still charged its lateness.
 ``iters`` shrinks for large or slow points (at most ``--max-bytes`` moved and
 about ``--max-time`` seconds per point, estimated from the warmup; never below
 3 unless ``--iters`` is lower). Reported: avg/min/max/median time,
@@ -53,7 +59,8 @@ one run per forced algorithm and merges them (``--label mpich-ring`` names
 the native rows of such a run).
 
 Modules: :mod:`~swing_mpi.bench.cli` (options, run), :mod:`~swing_mpi.bench.measure`
-(points, buffers, timing, validation), :mod:`~swing_mpi.bench.memory` (leaves out
+(points, buffers, validation, the sweep), :mod:`~swing_mpi.bench.timing` (the timed
+calls: start, order, times), :mod:`~swing_mpi.bench.memory` (leaves out
 what a point's buffers cannot hold), :mod:`~swing_mpi.bench.results` (table,
 files, derived columns), :mod:`~swing_mpi.bench.plot` (matplotlib). MPI is
 imported only while measuring: parsing, formatting and plotting work without it.

@@ -30,7 +30,7 @@ from .results import (
 )
 
 __all__ = [
-    "QUICK_SIZES", "DEFAULT_SIZES", "DEFAULT_ITERS", "DEFAULT_WARMUP", "DEFAULT_MAX_TIME", "DTYPES", "OPS",
+    "QUICK_SIZES", "DEFAULT_SIZES", "DEFAULT_ITERS", "DEFAULT_WARMUP", "DEFAULT_MAX_TIME", "STARTS", "DTYPES", "OPS",
     "registered_algorithms", "parse_algorithms", "add_arguments", "build_parser", "Config", "run", "main",
 ]
 
@@ -41,6 +41,9 @@ DEFAULT_SIZES = "8:1M"
 DEFAULT_ITERS = 20
 DEFAULT_WARMUP = 3
 DEFAULT_MAX_TIME = 5.0
+
+STARTS = ("barrier", "sync")
+"""``--start``: how a timed call starts (:class:`swing_mpi.bench.timing.SyncStart` for ``sync``)."""
 
 DTYPES = ("float64", "float32", "int64", "int32", "uint8", "complex128")
 OPS = ("sum", "prod", "max", "min", "band", "bor", "bxor")
@@ -124,6 +127,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="time K back-to-back calls from one barrier and report the time per call (the steady "
                    "state of a loop of calls, as nccl-tests time it); default 1: a barrier before every call, "
                    "as the OSU benchmarks. In place, the calls of a batch reduce the earlier results")
+    g.add_argument("--start", choices=STARTS, default="barrier",
+                   help="how a timed call starts: barrier (default: each rank times from its own exit of a "
+                   "barrier, as the OSU benchmarks) or sync (every rank starts at one instant agreed after the "
+                   "barrier and times from it; the ranks must share one host's clock; for many ranks, whose "
+                   "barrier exits spread)")
     g.add_argument("--no-check", action="store_true", help="skip validation (#wrong is then -1)")
     g.add_argument("--seed", type=int, default=12345, help="seed of the rank-dependent inputs")
     g.add_argument("--quick", action="store_true",
@@ -189,6 +197,9 @@ class Config:
         self.batch: int = getattr(args, "batch", 1)
         if self.batch < 1:
             raise ValueError(f"--batch must be >= 1, got {self.batch}")
+        self.start: str = getattr(args, "start", None) or "barrier"
+        if self.start not in STARTS:
+            raise ValueError(f"--start {self.start!r}: expected one of {', '.join(STARTS)}")
         self.seed: int = args.seed
         self.label: str | None = args.label
         self.csv: str | None = args.csv

@@ -11,13 +11,12 @@ import datetime
 import mmap
 import os
 import platform
-import random
 import re
 import shlex
 import socket
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -25,6 +24,7 @@ import numpy as np
 from ..schedule import AUTO, NATIVE
 from . import memory
 from .results import ALLREDUCE, COLLECTIVES, MIN_ITERS, Collective, add_vs_native
+from .timing import SyncStart, shuffled, time_point, timed
 
 if TYPE_CHECKING:
     from .cli import Config
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_MAX_BYTES", "OWN_BUFFERS_MAX", "iterations_for", "point_sizes", "make_input", "page_array", "page_copy",
     "Point", "collective_function", "collective_call", "count_wrong", "Prepared", "prepare_point", "shuffled",
-    "time_point", "resolve_dims", "environment", "library_version", "placed_comm", "run_bench",
+    "SyncStart", "time_point", "resolve_dims", "environment", "library_version", "placed_comm", "run_bench",
 ]
 
 DEFAULT_MAX_BYTES = 256 << 20
@@ -254,20 +254,6 @@ class Prepared:
         self.times: list[float] = []
 
 
-def _timed(comm: Any, pt: Point, call: Callable[[], Any], recv: np.ndarray, batch: int = 1) -> float:
-    """Time ``batch`` back-to-back calls from a barrier; return the time per call.
-
-    In place, the input is loaded into ``recv`` first (once: the later calls
-    of a batch reduce the earlier results, as a program's loop would).
-    """
-    pt.load(recv)
-    comm.Barrier()
-    t0 = time.perf_counter()
-    for _ in range(batch):
-        call()
-    return (time.perf_counter() - t0) / batch
-
-
 def prepare_point(comm: Any, mpi_op: Any, cfg: Config, alg: str, dims: Any, pt: Point, *,
                   exact: bool, ours: Any = None) -> Prepared:
     """Run the checked call and the warmup of ``alg`` on ``pt``; fix its iteration count (equal on all ranks)."""
@@ -277,78 +263,14 @@ def prepare_point(comm: Any, mpi_op: Any, cfg: Config, alg: str, dims: Any, pt: 
     call = collective_call(comm, mpi_op, alg, dims, pt, send, recv, ours)
     wrong = -1
     _poison(recv)  # a result that is never written is caught
-    t_first = _timed(comm, pt, call, recv)
+    t_first = timed(comm, pt, call, recv)
     if cfg.check:
         wrong = comm.allreduce(count_wrong(comm, pt, send, recv, exact), op=MPI.SUM)
-    warm = [_timed(comm, pt, call, recv) for _ in range(cfg.warmup)]
+    warm = [timed(comm, pt, call, recv) for _ in range(cfg.warmup)]
     est = comm.allreduce(float(np.median(warm)) if warm else t_first, op=MPI.MAX)
     iters = iterations_for(pt.nbytes * cfg.batch, cfg.iters, max_bytes=cfg.max_bytes,
                            seconds_per_call=est * cfg.batch, max_time=cfg.max_time)
     return Prepared(alg, call, recv, int(wrong), iters)
-
-
-def shuffled(n: int, seed: int = 2024) -> Iterator[list[int]]:
-    """Yield orders of ``range(n)``, a new random one each time: the same sequence on every rank (a fixed seed).
-
-    Interleaved timing goes through its candidates in these orders. An order merely rotated by one each
-    iteration keeps the cyclic neighbours together: each candidate follows the same one in all but one
-    iteration of ``n``, and a light call timed after a long Python algorithm (which leaves the caches and
-    the scheduler's state to the next call) measured 1.3-1.9x its time after a light one (8 B, p = 4:
-    auto, last in the list, always after our slowest algorithm; native, first, after auto).
-    """
-    rng = random.Random(seed)
-    order = list(range(n))
-    while True:
-        rng.shuffle(order)
-        yield list(order)
-
-
-def time_point(comm: Any, pt: Point, preps: Sequence[Prepared], *, interleave: bool = True,
-               batch: int = 1) -> list[dict[str, Any]]:
-    """Time every prepared algorithm on ``pt``; return one result dict per algorithm, equal on all ranks.
-
-    ``batch``: calls per iteration, back to back from one barrier (:func:`_timed`).
-
-    ``interleave``: iteration ``i`` of every algorithm, then iteration ``i+1``
-    (round robin), so a burst of machine noise lands on all algorithms alike,
-    in an order shuffled each iteration (:func:`shuffled`), so that what a call
-    finds left by the one before it (a drained link queue, caches and a
-    scheduler that a long Python algorithm left) is not always the same
-    algorithm's; otherwise all iterations of one algorithm, then the next
-    (OSU style).
-    """
-    from mpi4py import MPI
-
-    if interleave:
-        orders = shuffled(len(preps))
-        for i in range(max((q.iters for q in preps), default=0)):
-            for j in next(orders):
-                q = preps[j]
-                if i < q.iters:
-                    q.times.append(_timed(comm, pt, q.call, q.recv, batch))
-    else:
-        for q in preps:
-            q.times = [_timed(comm, pt, q.call, q.recv, batch) for _ in range(q.iters)]
-    flat = np.array([t for q in preps for t in q.times], np.float64)
-    comm.Allreduce(MPI.IN_PLACE, flat, MPI.MAX)  # an iteration takes as long as its slowest rank
-    bus = pt.collective.bus_factor(comm.Get_size())
-    out, k = [], 0
-    for q in preps:
-        times = flat[k:k + q.iters]
-        k += q.iters
-        us = times * 1e6
-        med = float(np.median(times))
-        algbw = pt.nbytes / med if med > 0 else None
-        out.append({
-            "iters": q.iters,
-            "time_avg_us": float(us.mean()), "time_min_us": float(us.min()), "time_max_us": float(us.max()),
-            "time_median_us": med * 1e6,
-            "algbw_Bps": algbw,
-            "busbw_Bps": None if algbw is None else algbw * bus,
-            "wrong": q.wrong,
-            "times_us": [float(x) for x in us],
-        })
-    return out
 
 
 def resolve_dims(comm: Any, spec: str | None) -> tuple[tuple[int, ...], str]:
@@ -434,6 +356,7 @@ def environment(comm: Any, cfg: Config, dims: tuple[int, ...], dims_source: str,
         "check": cfg.check,
         "interleave": cfg.interleave,
         "batch": cfg.batch,
+        "start": cfg.start,
         "seed": cfg.seed,
         "sizes": list(sizes),
         "algorithms": cfg.algorithms,
@@ -522,6 +445,8 @@ def run_bench(comm: Any, cfg: Config, *, start: Callable[[dict[str, Any]], None]
     dtype = np.dtype(cfg.dtype)
     sizes = point_sizes(cfg.sizes, dtype.itemsize, p, cfg.collective)
     env = environment(comm, cfg, dims, dims_source, sizes)
+    sync = SyncStart(comm) if cfg.start == "sync" else None
+    env["start_lead_s"] = sync.lead if sync is not None else None
     coll = COLLECTIVES[cfg.collective]
     mpi_op = getattr(MPI, _MPI_OPS[cfg.op]) if coll.reduces else None
     datatype = MPI.Datatype.fromcode(dtype.char)
@@ -544,7 +469,7 @@ def run_bench(comm: Any, cfg: Config, *, start: Callable[[dict[str, Any]], None]
                 algs = memory.fit(comm, algs, runs, left_out, budget, pt.nbytes, datatype.Get_size(), dims, exact,
                                   env["left_out"])
             preps = [prepare_point(comm, mpi_op, cfg, alg, dims, pt, exact=exact, ours=ours) for alg in algs]
-            results = time_point(comm, pt, preps, interleave=cfg.interleave, batch=cfg.batch)
+            results = time_point(comm, pt, preps, interleave=cfg.interleave, batch=cfg.batch, start=sync)
             for alg, res in zip(algs, results):
                 size_rows.append({
                     "size": pt.nbytes, "count": pt.block, "type": cfg.dtype, "redop": cfg.op,

@@ -183,6 +183,10 @@ def env_header_lines(env: Mapping[str, Any]) -> list[str]:
     batch = int(env.get("batch", 1) or 1)
     if batch > 1:
         order += f"; an iteration is {batch} back-to-back calls from one barrier, its time per call"
+    if env.get("start") == "sync":
+        lead = env.get("start_lead_s")
+        order += ("; every rank starts at one instant agreed after the barrier"
+                  + (f" ({lead * 1e3:.2g} ms ahead)" if lead else "") + " and times from it (one host's clock)")
     check = (f"against comm.{coll.mpi_call}"
              + (" and rank 0" if coll.name != "reduce_scatter_block" else "")
              + ", #wrong = wrong elements over all ranks") if env["check"] else "off"

@@ -133,6 +133,57 @@ def test_bench_batch_times_back_to_back_calls(monkeypatch, place):
         assert r["wrong"] == 0 and r["iters"] == 2 and len(r["times_us"]) == 2
 
 
+@pytest.mark.mpi(min_size=1)
+def test_bench_sync_start_times_from_the_agreed_instant(monkeypatch):
+    """``--start sync``: every timed call starts at the instant all ranks agreed on, and is timed from it."""
+    import time
+
+    from mpi4py import MPI
+
+    from swing_mpi import bench
+    from swing_mpi.bench import measure
+    from swing_mpi.bench.results import env_header_lines
+
+    instants: list[float] = []
+
+    class Early(measure.SyncStart):
+        def __call__(self) -> float:
+            t = super().__call__()
+            assert time.perf_counter() >= t  # never before the instant
+            instants.append(t)
+            return t - 0.05  # an instant 50 ms earlier: every time must then carry those 50 ms
+
+    monkeypatch.setattr(measure, "SyncStart", Early)
+    cfg = _config("--sizes", "1K", "--algorithms", "native,swing-bw", "--iters", "3", "--warmup", "1",
+                  "--start", "sync")
+    env, rows = bench.run_bench(MPI.COMM_WORLD, cfg)
+    assert env["start"] == "sync" and env["start_lead_s"] >= 1e-3
+    assert any("one instant agreed after the barrier" in ln for ln in env_header_lines(env))
+    assert len(instants) == 6  # the timed calls only: 2 algorithms x 3 iterations
+    assert MPI.COMM_WORLD.allgather(instants) == [instants] * MPI.COMM_WORLD.Get_size()  # one instant for all
+    for r in rows:
+        assert r["wrong"] == 0 and len(r["times_us"]) == 3
+        assert min(r["times_us"]) >= 50e3
+
+
+@pytest.mark.mpi(min_size=2)
+def test_bench_sync_start_needs_one_host(monkeypatch):
+    from mpi4py import MPI
+
+    from swing_mpi.bench import measure
+
+    comm = MPI.COMM_WORLD
+    monkeypatch.setattr(measure.socket, "gethostname", lambda: f"node{comm.Get_rank()}")
+    with pytest.raises(ValueError, match="one clock for all ranks.*--start barrier"):
+        measure.SyncStart(comm)
+    from swing_mpi import bench
+
+    args = bench.build_parser().parse_args([])
+    args.start = "now"  # as a program building the options itself could
+    with pytest.raises(ValueError, match="--start 'now': expected one of barrier, sync"):
+        bench.Config(args)
+
+
 # -- reduce-scatter and all-gather -----------------------------------------------------------------
 
 COLLECTIVES = ("reduce_scatter_block", "allgather")

@@ -141,7 +141,7 @@ def test_page_array_starts_a_page_of_its_own(count, dtype):
 def test_shuffled_orders_are_the_same_on_every_rank_and_mix_neighbours():
     from itertools import islice
 
-    from swing_mpi.bench.measure import shuffled
+    from swing_mpi.bench.timing import shuffled
 
     n = 11
     a = list(islice(shuffled(n), 40))
@@ -352,7 +352,7 @@ def test_plot_script_merges_files_with_natives_per_size(tmp_path):
 # -- the package: modules, public names ---------------------------------------------------------
 
 BENCH = ROOT / "swing_mpi" / "bench"
-MODULES = ("__init__", "cli", "measure", "memory", "results", "plot")
+MODULES = ("__init__", "cli", "measure", "timing", "memory", "results", "plot")
 
 
 def test_package_modules_are_small_and_declare_their_names():

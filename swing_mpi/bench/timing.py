@@ -1,0 +1,156 @@
+"""The benchmark's timed calls: how an iteration starts, in what order the algorithms run, what is kept.
+
+Runs under mpiexec; mpi4py is imported inside the functions. See :mod:`swing_mpi.bench`
+for the method, and :mod:`swing_mpi.bench.measure` for the points and their buffers.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import socket
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from .measure import Point, Prepared
+
+__all__ = ["SyncStart", "timed", "shuffled", "time_point"]
+
+
+class SyncStart:
+    """Start every rank's timed call at one agreed instant of a clock all ranks share (``--start sync``).
+
+    A barrier's exit is not one instant: each rank leaves when the last
+    message of the barrier reaches it and the rank gets a core. Timed from
+    each rank's own exit, the call is charged that spread (in the 8x8 lab, 64
+    ranks on 2 cores, 95-240 ms of a 0.6 s call). Here, after a barrier, rank 0
+    names an instant ``lead`` seconds ahead of its clock, every rank sleeps
+    until it and calls, and a rank's time runs from that instant (not from
+    when it woke: a rank that wakes late is charged for it). ``lead`` is
+    twice the longest time rank 0's broadcast took to reach a rank (measured
+    at setup, at least 1 ms), so every rank knows the instant before it
+    comes; one that learns it late starts late and pays for it.
+
+    The clock is ``time.perf_counter`` (``CLOCK_MONOTONIC`` on Linux), one
+    clock for every process of a host: the ranks must all run on one host,
+    which :meth:`__init__` checks (the ReproMPI way of timing collectives, with
+    the one clock a single machine has instead of synchronized ones).
+    """
+
+    def __init__(self, comm: Any, *, probes: int = 5) -> None:
+        """Check that all ranks share a host and measure the broadcast's reach (collective)."""
+        from mpi4py import MPI
+
+        hosts = sorted(set(comm.allgather(socket.gethostname())))
+        if len(hosts) > 1:
+            raise ValueError(f"--start sync needs one clock for all ranks, i.e. all ranks on one host; these run on "
+                             f"{len(hosts)} ({', '.join(hosts[:4])}{', ...' if len(hosts) > 4 else ''}): use "
+                             f"--start barrier")
+        self.comm = comm
+        reach = 0.0
+        for _ in range(max(1, probes)):
+            comm.Barrier()
+            stamp = comm.bcast(time.perf_counter() if comm.Get_rank() == 0 else None, root=0)
+            reach = max(reach, time.perf_counter() - stamp)
+        self.lead = max(1e-3, 2.0 * float(comm.allreduce(reach, op=MPI.MAX)))
+
+    def __call__(self) -> float:
+        """Agree on an instant, wait for it, return it (collective)."""
+        comm = self.comm
+        comm.Barrier()
+        t = comm.bcast(time.perf_counter() + self.lead if comm.Get_rank() == 0 else None, root=0)
+        while True:  # sleep (oversubscribed ranks need the cores), the last 100 us yielding
+            left = t - time.perf_counter()
+            if left <= 0:
+                return float(t)
+            if left > 2e-4:
+                time.sleep(left - 1e-4)
+            else:
+                os.sched_yield()
+
+
+def timed(comm: Any, pt: Point, call: Callable[[], Any], recv: np.ndarray, batch: int = 1,
+           start: Callable[[], float] | None = None) -> float:
+    """Time ``batch`` back-to-back calls from a barrier (or ``start``'s instant); return the time per call.
+
+    In place, the input is loaded into ``recv`` first (once: the later calls
+    of a batch reduce the earlier results, as a program's loop would).
+    """
+    pt.load(recv)
+    if start is None:
+        comm.Barrier()
+        t0 = time.perf_counter()
+    else:
+        t0 = start()
+    for _ in range(batch):
+        call()
+    return (time.perf_counter() - t0) / batch
+
+
+def shuffled(n: int, seed: int = 2024) -> Iterator[list[int]]:
+    """Yield orders of ``range(n)``, a new random one each time: the same sequence on every rank (a fixed seed).
+
+    Interleaved timing goes through its candidates in these orders. An order merely rotated by one each
+    iteration keeps the cyclic neighbours together: each candidate follows the same one in all but one
+    iteration of ``n``, and a light call timed after a long Python algorithm (which leaves the caches and
+    the scheduler's state to the next call) measured 1.3-1.9x its time after a light one (8 B, p = 4:
+    auto, last in the list, always after our slowest algorithm; native, first, after auto).
+    """
+    rng = random.Random(seed)
+    order = list(range(n))
+    while True:
+        rng.shuffle(order)
+        yield list(order)
+
+
+def time_point(comm: Any, pt: Point, preps: Sequence[Prepared], *, interleave: bool = True,
+               batch: int = 1, start: Callable[[], float] | None = None) -> list[dict[str, Any]]:
+    """Time every prepared algorithm on ``pt``; return one result dict per algorithm, equal on all ranks.
+
+    ``batch``: calls per iteration, back to back from one barrier (:func:`timed`).
+    ``start``: how an iteration starts (:class:`SyncStart`); default a barrier.
+
+    ``interleave``: iteration ``i`` of every algorithm, then iteration ``i+1``
+    (round robin), so a burst of machine noise lands on all algorithms alike,
+    in an order shuffled each iteration (:func:`shuffled`), so that what a call
+    finds left by the one before it (a drained link queue, caches and a
+    scheduler that a long Python algorithm left) is not always the same
+    algorithm's; otherwise all iterations of one algorithm, then the next
+    (OSU style).
+    """
+    from mpi4py import MPI
+
+    if interleave:
+        orders = shuffled(len(preps))
+        for i in range(max((q.iters for q in preps), default=0)):
+            for j in next(orders):
+                q = preps[j]
+                if i < q.iters:
+                    q.times.append(timed(comm, pt, q.call, q.recv, batch, start))
+    else:
+        for q in preps:
+            q.times = [timed(comm, pt, q.call, q.recv, batch, start) for _ in range(q.iters)]
+    flat = np.array([t for q in preps for t in q.times], np.float64)
+    comm.Allreduce(MPI.IN_PLACE, flat, MPI.MAX)  # an iteration takes as long as its slowest rank
+    bus = pt.collective.bus_factor(comm.Get_size())
+    out, k = [], 0
+    for q in preps:
+        times = flat[k:k + q.iters]
+        k += q.iters
+        us = times * 1e6
+        med = float(np.median(times))
+        algbw = pt.nbytes / med if med > 0 else None
+        out.append({
+            "iters": q.iters,
+            "time_avg_us": float(us.mean()), "time_min_us": float(us.min()), "time_max_us": float(us.max()),
+            "time_median_us": med * 1e6,
+            "algbw_Bps": algbw,
+            "busbw_Bps": None if algbw is None else algbw * bus,
+            "wrong": q.wrong,
+            "times_us": [float(x) for x in us],
+        })
+    return out
