@@ -111,8 +111,7 @@ CONTEND_MARGIN = 0.25
 CONTEND_ROUNDS = 7
 """Contenders get rounds of their own until each has this many samples ..."""
 CONTEND_TIME = 3.0
-"""... or these rounds have taken this many times ``--point-time`` ...
-"""
+"""... or these rounds have taken this many times ``--point-time`` ..."""
 CONTEND_FLOOR = 8.0
 """... or this many seconds, if more: on shared memory (``--point-time`` 1 s) a round of six contenders at
 16 MiB on 16 ranks takes 1.6 s with its settling calls, and three samples each ordered two candidates
