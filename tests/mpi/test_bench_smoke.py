@@ -170,13 +170,13 @@ def test_bench_sync_start_times_from_the_agreed_instant(monkeypatch):
 def test_bench_sync_start_needs_one_host(monkeypatch):
     from mpi4py import MPI
 
-    from swing_mpi.bench import measure
+    from swing_mpi import bench
+    from swing_mpi.bench import timing
 
     comm = MPI.COMM_WORLD
-    monkeypatch.setattr(measure.socket, "gethostname", lambda: f"node{comm.Get_rank()}")
+    monkeypatch.setattr(timing.socket, "gethostname", lambda: f"node{comm.Get_rank()}")
     with pytest.raises(ValueError, match="one clock for all ranks.*--start barrier"):
-        measure.SyncStart(comm)
-    from swing_mpi import bench
+        timing.SyncStart(comm)
 
     args = bench.build_parser().parse_args([])
     args.start = "now"  # as a program building the options itself could
