@@ -180,8 +180,17 @@ def _free_types(types: list[MPI.Datatype]) -> None:
             t.Free()
 
 
-WAITS = ("yield", "spin")
+WAITS = ("yield", "spin", "backoff")
 """Values of ``$SWING_MPI_WAIT`` (:func:`_wait_some`)."""
+
+BACKOFF_SPINS = 2
+"""``backoff``: idle polls with ``sched_yield`` before the first sleep."""
+BACKOFF_FRACTION = 0.5
+"""``backoff``: each sleep is this fraction of the time already waited since the first sleep ..."""
+BACKOFF_MIN = 250e-6
+"""... but at least this many seconds ..."""
+BACKOFF_MAX = 4e-3
+"""... and at most this many: a completion is seen at most 4 ms (or half the wait) late."""
 
 
 def wait_policy(env: Any = os.environ) -> str:
@@ -205,59 +214,90 @@ def parse_sleep(text: str | None) -> float:
     return us * 1e-6
 
 
-_YIELD = wait_policy() != "spin"
+_WAIT = wait_policy()
 _SLEEP = parse_sleep(os.environ.get("SWING_MPI_SLEEP_US"))
 
 
-def _wait_some(reqs: list[MPI.Request], timeout: float | None = None) -> list[int] | None:
-    """``Waitsome``, but yielding the CPU between polls; ``[]`` after ``timeout`` seconds without a completion.
+class _Idle:
+    """What a waiting rank does between two polls that completed nothing (one wait's state).
 
-    MPICH busy-polls inside ``Waitsome``; with more ranks than cores (tests,
-    the emulated lab) a spinning rank starves the peer it waits for. Polling
-    with ``Testsome`` and ``sched_yield`` costs a microsecond on an idle core
-    and lets the other ranks run on a busy one. ``SWING_MPI_WAIT=spin``
-    restores plain ``Waitsome`` (unless a timeout is set).
+    ``yield``: ``sched_yield()`` (or ``$SWING_MPI_SLEEP_US`` after the second idle poll);
+    ``backoff``: :data:`BACKOFF_SPINS` yields, then sleeps that grow with the time already
+    waited (:data:`BACKOFF_FRACTION` of it, within :data:`BACKOFF_MIN`..:data:`BACKOFF_MAX`).
+    Backoff is for ranks whose bytes the kernel moves (TCP) while they sleep, many ranks to a
+    core (the emulated lab, where it is the default): a 100 ms step then costs a few dozen
+    polls, not thousands, and every poll there is a context switch and an MPI progress pass
+    that the ranks still working need. It is not for latency-bound work on idle cores (each
+    sleep is at least 250 µs), nor for shared memory, where the MPI library copies a large
+    message only while polled.
     """
-    if timeout is None:
-        if not _YIELD:
-            return MPI.Request.Waitsome(reqs)
-        polls = 0
-        while True:
-            done = MPI.Request.Testsome(reqs)
-            if done is None or done:
-                return done
-            polls += 1
-            if _SLEEP and polls > 2:
-                time.sleep(_SLEEP)
-            else:
-                os.sched_yield()
-    deadline = time.monotonic() + timeout
-    while True:
-        done = MPI.Request.Testsome(reqs)
-        if done is None or done:
-            return done
-        if time.monotonic() > deadline:
-            return []
-        if _SLEEP:
+
+    __slots__ = ("polls", "since")
+
+    def __init__(self) -> None:
+        self.polls = 0
+        self.since = 0.0
+
+    def __call__(self) -> None:
+        self.polls += 1
+        if _WAIT == "backoff" and self.polls > BACKOFF_SPINS:
+            now = time.monotonic()
+            if not self.since:
+                self.since = now
+            time.sleep(min(BACKOFF_MAX, max(BACKOFF_MIN, (now - self.since) * BACKOFF_FRACTION)))
+        elif _SLEEP and self.polls > 2:
             time.sleep(_SLEEP)
         else:
             os.sched_yield()
 
 
+def waits_sleeping() -> bool:
+    """Whether ranks wait sleeping (``SWING_MPI_WAIT=backoff``), so a caller's own waits may as well."""
+    return _WAIT == "backoff"
+
+
+def wait_all(reqs: list[MPI.Request]) -> None:
+    """Wait for every request the way the executor waits (``$SWING_MPI_WAIT``, :class:`_Idle`)."""
+    _wait_all(reqs)
+
+
+def _wait_some(reqs: list[MPI.Request], timeout: float | None = None) -> list[int] | None:
+    """``Waitsome``, but giving the CPU away between polls; ``[]`` after ``timeout`` seconds without a completion.
+
+    MPICH busy-polls inside ``Waitsome``; with more ranks than cores (tests,
+    the emulated lab) a spinning rank starves the peer it waits for. Polling
+    with ``Testsome`` and ``sched_yield`` (:class:`_Idle`) costs a microsecond on an
+    idle core and lets the other ranks run on a busy one. ``SWING_MPI_WAIT=spin``
+    restores plain ``Waitsome`` (unless a timeout is set).
+    """
+    if timeout is None and _WAIT == "spin":
+        return MPI.Request.Waitsome(reqs)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    idle = None
+    while True:
+        done = MPI.Request.Testsome(reqs)
+        if done is None or done:
+            return done
+        if deadline is not None and time.monotonic() > deadline:
+            return []
+        if idle is None:
+            idle = _Idle()
+        idle()
+
+
 def _wait_all(reqs: list[MPI.Request], timeout: float | None = None) -> bool:
-    """``Waitall`` with the yielding poll of :func:`_wait_some`; False if ``timeout`` seconds passed first."""
-    if timeout is None:
-        if not _YIELD:
-            MPI.Request.Waitall(reqs)
-            return True
-        while not MPI.Request.Testall(reqs):
-            os.sched_yield()
+    """``Waitall`` with the polling of :func:`_wait_some`; False if ``timeout`` seconds passed first."""
+    if timeout is None and _WAIT == "spin":
+        MPI.Request.Waitall(reqs)
         return True
-    deadline = time.monotonic() + timeout
+    deadline = None if timeout is None else time.monotonic() + timeout
+    idle = None
     while not MPI.Request.Testall(reqs):
-        if time.monotonic() > deadline:
+        if deadline is not None and time.monotonic() > deadline:
             return False
-        os.sched_yield()
+        if idle is None:
+            idle = _Idle()
+        idle()
     return True
 
 

@@ -116,7 +116,8 @@ WAIT_PROGRAM = """
 """
 
 
-@pytest.mark.parametrize("env", [{"SWING_MPI_WAIT": "spin"}, {"SWING_MPI_WAIT": "yield", "SWING_MPI_SLEEP_US": "300"}])
+@pytest.mark.parametrize("env", [{"SWING_MPI_WAIT": "spin"}, {"SWING_MPI_WAIT": "yield", "SWING_MPI_SLEEP_US": "300"},
+                                 {"SWING_MPI_WAIT": "backoff"}])
 def test_wait_settings_are_exact(launch, env):
     r = launch(WAIT_PROGRAM, 4, env=env)
     assert r.returncode == 0, r.stdout
@@ -124,7 +125,7 @@ def test_wait_settings_are_exact(launch, env):
 
 
 @pytest.mark.parametrize(("var", "value", "message"), [
-    ("SWING_MPI_WAIT", "busy", "SWING_MPI_WAIT='busy': expected one of yield, spin"),
+    ("SWING_MPI_WAIT", "busy", "SWING_MPI_WAIT='busy': expected one of yield, spin, backoff"),
     ("SWING_MPI_SLEEP_US", "-5", "SWING_MPI_SLEEP_US='-5': expected microseconds >= 0"),
 ])
 def test_bad_wait_settings_are_errors_at_import(launch, var, value, message):
