@@ -24,7 +24,9 @@ receive arrays up to 1 MiB, as each call site of an application has, every
 array at the start of pages of its own, so no algorithm gets a better place in
 memory by being set up first (the same ``MPI_Allreduce`` of 1 MiB at p = 4
 ran 25 % faster or slower depending on where the allocator had put its
-arrays). Each timed call is bracketed by ``comm.Barrier()``; an iteration's time is the
+arrays). Each timed call is bracketed by ``comm.Barrier()`` (with
+``SWING_MPI_WAIT=backoff``, the lab's setting, a nonblocking barrier waited on
+sleeping, :func:`~swing_mpi.bench.timing.barrier`); an iteration's time is the
 maximum over ranks (the local times are reduced with MAX after the loop).
 ``--batch K`` makes an iteration K back-to-back calls from one barrier, its
 time per call (a program's loop of calls, as nccl-tests time it: one

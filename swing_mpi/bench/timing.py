@@ -18,7 +18,7 @@ import numpy as np
 if TYPE_CHECKING:
     from .measure import Point, Prepared
 
-__all__ = ["SyncStart", "timed", "shuffled", "time_point"]
+__all__ = ["SyncStart", "barrier", "timed", "shuffled", "time_point"]
 
 
 class SyncStart:
@@ -61,7 +61,7 @@ class SyncStart:
     def __call__(self) -> float:
         """Agree on an instant, wait for it, return it (collective)."""
         comm = self.comm
-        comm.Barrier()
+        barrier(comm)
         t = comm.bcast(time.perf_counter() + self.lead if comm.Get_rank() == 0 else None, root=0)
         while True:  # sleep (oversubscribed ranks need the cores), the last 100 us yielding
             left = t - time.perf_counter()
@@ -73,6 +73,20 @@ class SyncStart:
                 os.sched_yield()
 
 
+def barrier(comm: Any) -> None:
+    """``comm.Barrier()``, but with ``SWING_MPI_WAIT=backoff`` (the lab's default) a nonblocking one waited on sleeping.
+
+    A rank done with its timed call then sleeps in the barrier instead of spinning in MPI's
+    progress loop beside the ranks still in theirs, on cores they need (tens of ranks to a core).
+    """
+    from ..executor import wait_all, waits_sleeping
+
+    if waits_sleeping():
+        wait_all([comm.Ibarrier()])
+    else:
+        comm.Barrier()
+
+
 def timed(comm: Any, pt: Point, call: Callable[[], Any], recv: np.ndarray, batch: int = 1,
            start: Callable[[], float] | None = None) -> float:
     """Time ``batch`` back-to-back calls from a barrier (or ``start``'s instant); return the time per call.
@@ -82,7 +96,7 @@ def timed(comm: Any, pt: Point, call: Callable[[], Any], recv: np.ndarray, batch
     """
     pt.load(recv)
     if start is None:
-        comm.Barrier()
+        barrier(comm)
         t0 = time.perf_counter()
     else:
         t0 = start()

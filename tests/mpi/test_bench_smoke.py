@@ -184,6 +184,33 @@ def test_bench_sync_start_needs_one_host(monkeypatch):
         bench.Config(args)
 
 
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("wait", ["yield", "backoff"])
+def test_bench_barrier_holds_every_rank_until_the_last_arrives(monkeypatch, wait):
+    """The bench's barrier (a nonblocking one waited on sleeping under ``backoff``) is still a barrier."""
+    import time
+
+    from mpi4py import MPI
+
+    from swing_mpi import executor
+    from swing_mpi.bench import timing
+
+    comm = MPI.COMM_WORLD
+    monkeypatch.setattr(executor, "_WAIT", wait)
+    used = []
+    monkeypatch.setattr(executor, "wait_all", lambda reqs, _f=executor.wait_all: used.append(reqs) or _f(reqs))
+    for late in range(min(comm.Get_size(), 3)):
+        timing.barrier(comm)
+        entered = 0.0
+        if comm.Get_rank() == late:
+            time.sleep(0.1)
+            entered = time.perf_counter()
+        timing.barrier(comm)
+        left = time.perf_counter()
+        assert left >= comm.bcast(entered, root=late)  # nobody left before the late rank came (one host's clock)
+    assert bool(used) is (wait == "backoff")
+
+
 # -- reduce-scatter and all-gather -----------------------------------------------------------------
 
 COLLECTIVES = ("reduce_scatter_block", "allgather")

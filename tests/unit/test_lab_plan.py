@@ -334,3 +334,12 @@ def test_kill_group_ends_children(tmp_path):
         time.sleep(0.05)
     else:
         raise AssertionError("the grandchild outlived kill_group")
+
+
+def test_ranks_talk_over_tcp_and_wait_sleeping_unless_told_otherwise():
+    from swing_mpi.lab import Lab
+
+    env = Lab((2, 2)).mpi_env()
+    assert env["MPIR_CVAR_NOLOCAL"] == "1" and env["FI_PROVIDER"] == "tcp"
+    assert env["SWING_MPI_WAIT"] == "backoff"
+    assert Lab((2, 2)).mpi_env({"SWING_MPI_WAIT": "yield"})["SWING_MPI_WAIT"] == "yield"
