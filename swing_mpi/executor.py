@@ -27,7 +27,8 @@ scratch (``SWING_MPI_DATATYPES=0`` packs). Reductions into scratch copies
 stay: a peer's data must land somewhere before it is combined.
 
 Waiting polls (``Testsome``/``Testall`` and ``sched_yield``, see
-:func:`_wait_some`) so that oversubscribed ranks let each other run.
+:func:`_wait_some`) so that oversubscribed ranks let each other run;
+``SWING_MPI_WAIT=backoff`` sleeps between polls instead (:class:`_Idle`).
 
 Hangs: with ``SWING_MPI_TIMEOUT=seconds`` (off by default; read at import), a
 wait that sees no completion for that long raises :class:`TimeoutError`
