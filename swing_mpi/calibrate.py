@@ -215,9 +215,7 @@ def _round(comm: Any, calls: Sequence[Any], which: Sequence[int], samples: list[
     """Time one call of each of ``calls[which]`` (barrier before each, max over ranks); return the time spent.
 
     The barrier is the bench's (:func:`swing_mpi.bench.timing.barrier`): with ``SWING_MPI_WAIT=backoff``
-    (the lab) a nonblocking one waited on sleeping. With MPI's spinning barrier here and the sleeping one
-    in the bench, calibrate in the 3x4 lab measured MPICH's 64 KiB allreduce at 28.9 ms and the bench at
-    7.5 ms, and auto ran a candidate 1.21x slower than it.
+    (the lab) a nonblocking one waited on sleeping, so candidates are timed as the bench times them.
 
     ``settle`` (one number per call): untimed calls of the same candidate
     just before its timed one (their time counts in the time spent), so the timed
@@ -236,7 +234,7 @@ def _round(comm: Any, calls: Sequence[Any], which: Sequence[int], samples: list[
         for _ in range(settle[j]):
             calls[j]()
         mine[len(which) + i] = time.perf_counter() - t0
-        barrier(comm)  # the bench's: candidates are timed here as the bench times them
+        barrier(comm)
         t0 = time.perf_counter()
         calls[j]()
         mine[i] = time.perf_counter() - t0
