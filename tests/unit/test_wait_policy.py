@@ -67,7 +67,7 @@ def test_backoff_yields_first_then_sleeps_growing_within_bounds(monkeypatch):
     assert sleeps == sorted(sleeps)  # never shorter than the one before
     assert sleeps[-1] == pytest.approx(ex.BACKOFF_MAX)  # 60 polls wait long enough to reach the cap
     waited = 0.0
-    for s in sleeps:  # each sleep is at most half of what was waited before it (or the floor)
+    for s in sleeps:  # each sleep is at most BACKOFF_FRACTION of what was slept before it (or the floor)
         assert s <= max(ex.BACKOFF_MIN, ex.BACKOFF_FRACTION * waited) + 1e-12
         waited += s
 

@@ -6,13 +6,14 @@ Run inside the lab (rank r in node r), e.g.::
         .venv/bin/python benchmarks/results/lab-points/wait_policy.py 8x8 swing-bw yield,backoff,sleep1000 8
 
 Arguments: dims, algorithm, the ways of waiting (``yield``, ``spin``, ``backoff``: the values of
-``$SWING_MPI_WAIT``; ``sleepN``: ``yield`` with ``$SWING_MPI_SLEEP_US=N``; ``backoff:F:M[:S:L]``: ``backoff``
-with each sleep ``F`` of the time waited, at most ``M`` µs, after ``S`` idle polls, at least ``L`` µs), rounds (default 6), and
-the vector's size in bytes (default 4 MiB), and ``polite`` to make this script's own barrier and
-sums (between the timed calls) wait like ``backoff`` instead of in MPI's spinning progress loop. The executor's
-module settings are switched between calls (the variables are read at import). Each round runs
-every way once, in a rotated order, after a barrier; printed per way: the median over rounds of the
-slowest rank's wall time, and of the user and system CPU time summed over the ranks (``getrusage``).
+``$SWING_MPI_WAIT``; ``sleepN``: ``yield`` with ``$SWING_MPI_SLEEP_US=N``; ``backoff:F:M[:S:L]``:
+``backoff`` with each sleep ``F`` of the time slept so far, at most ``M`` µs, after ``S`` idle polls,
+at least ``L`` µs), rounds (default 6), the vector's size in bytes (default 4 MiB), and ``polite`` to
+make this script's own barrier and sums (between the timed calls) wait like ``backoff`` instead of in
+MPI's spinning progress loop. The executor's module settings are switched between calls (the
+variables are read at import). Each round runs every way once, in a rotated order, after a barrier;
+printed per way: the median over rounds of the slowest rank's wall time, and of the user and system
+CPU time summed over the ranks (``getrusage``).
 """
 
 from __future__ import annotations
@@ -84,6 +85,7 @@ def main() -> None:
             comm.Allreduce(out[:1], mx, MPI.MAX)
             comm.Allreduce(out[1:], sm, MPI.SUM)
         return float(mx[0]), float(sm[0]), float(sm[1])
+
     src = np.random.default_rng(rank).uniform(0.5, 1.5, n)
     dst = np.empty_like(src)
     if rank == 0:
