@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 from ..topology import Torus
 from .lab import Lab, parse_placement
-from .plan import DEFAULT_MTU, DEFAULT_PREFIX, DEFAULT_RATE_MBIT, make_plan
+from .plan import DEFAULT_BURST_KIB, DEFAULT_MTU, DEFAULT_PREFIX, DEFAULT_RATE_MBIT, make_plan
 from .system import LabError, LabUnavailableError, cleanup_stale, lab_available
 
 __all__ = ["add_arguments", "run", "main", "build_parser"]
@@ -38,6 +38,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"rate of every link direction in Mbit/s (default {DEFAULT_RATE_MBIT:g})",
     )
     parser.add_argument("--mtu", type=int, default=DEFAULT_MTU, help=f"MTU of every link (default {DEFAULT_MTU})")
+    parser.add_argument(
+        "--burst-kib", type=int, default=DEFAULT_BURST_KIB, metavar="KIB",
+        help=f"token-bucket burst of every port in KiB: what an idle port may send at once beyond the rate "
+             f"(default {DEFAULT_BURST_KIB}; at least the MTU)",
+    )
     parser.add_argument(
         "--check", action="store_true",
         help="verify routes and link rates before running (alone: build, check, tear down)",
@@ -97,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
         command = command[1:]
     try:
         torus = Torus.from_spec(args.dims)
-        plan = make_plan(torus, prefix=args.prefix, rate_mbit=args.rate_mbit, mtu=args.mtu)
+        plan = make_plan(torus, prefix=args.prefix, rate_mbit=args.rate_mbit, mtu=args.mtu, burst_kib=args.burst_kib)
         placement = parse_placement(getattr(args, "placement", None), torus.size)
     except ValueError as e:
         _say(f"lab: {e}")
@@ -128,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
     env = _parse_env(args.env)
     try:
         with Lab(torus, rate_mbit=args.rate_mbit, mtu=args.mtu, prefix=args.prefix, log=_say,
-                 placement=placement) as lab:
+                 placement=placement, burst_kib=args.burst_kib) as lab:
             if placement is not None:
                 _say(f"lab: placement, node of each rank: {','.join(map(str, placement))}")
             rc = 0
@@ -139,6 +144,7 @@ def run(args: argparse.Namespace) -> int:
                 if args.check_json:
                     with open(args.check_json, "w") as f:
                         json.dump({"dims": str(torus), "rate_mbit": args.rate_mbit, "mtu": args.mtu,
+                                   "burst_kib": args.burst_kib,
                                    "build_seconds": lab.build_seconds, **res.as_dict()}, f, indent=2)
                 if not res.ok:
                     _say("lab: check FAILED")

@@ -38,6 +38,7 @@ from typing import Any
 from ..topology import DimsLike, Torus
 from .checks import CheckResult, check_rates, check_routes
 from .plan import (
+    DEFAULT_BURST_KIB,
     DEFAULT_MTU,
     DEFAULT_PREFIX,
     DEFAULT_RATE_MBIT,
@@ -151,6 +152,7 @@ class Lab:
         run_id: str | None = None,
         log: Log | None = None,
         placement: Sequence[int] | None = None,
+        burst_kib: int = DEFAULT_BURST_KIB,
     ) -> None:
         """Plan a lab of ``torus`` (a :class:`Torus`, ``"4x4"`` or a dims tuple); nothing is built yet.
 
@@ -163,9 +165,11 @@ class Lab:
         self._prefix = prefix
         self._rate_mbit = rate_mbit
         self._mtu = mtu
+        self._burst_kib = burst_kib
         self._run_id = run_id
         self._user_log: Log = log or quiet
-        self.plan: LabPlan = make_plan(self.torus, run_id=run_id or "0", prefix=prefix, rate_mbit=rate_mbit, mtu=mtu)
+        self.plan: LabPlan = make_plan(self.torus, run_id=run_id or "0", prefix=prefix, rate_mbit=rate_mbit, mtu=mtu,
+                                            burst_kib=burst_kib)
         self.built = False
         self.build_seconds: float | None = None
         self.teardown_seconds: float | None = None
@@ -232,7 +236,8 @@ class Lab:
         require_lab()
         t0 = time.perf_counter()
         rid = self._pick_run_id()
-        self.plan = make_plan(self.torus, run_id=rid, prefix=self._prefix, rate_mbit=self._rate_mbit, mtu=self._mtu)
+        self.plan = make_plan(self.torus, run_id=rid, prefix=self._prefix, rate_mbit=self._rate_mbit, mtu=self._mtu,
+                              burst_kib=self._burst_kib)
         self.built = True  # from here on, teardown has something to do
         try:
             marker_path(self._prefix, rid).write_text(f"{os.getpid()}\n")

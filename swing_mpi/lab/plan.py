@@ -21,7 +21,8 @@ Layout (docs/lab.md says why):
   (distance exactly ``d/2``) goes the ``+`` way. Every destination gets
   ``ip -n NS route add DEST/32 via NEXTHOP dev PORT onlink``;
 * every port gets ``tc qdisc add dev PORT root tbf rate R burst 256kb latency 400ms``
-  (each direction of a link is then its own ``R``) and the MTU (default 65000).
+  (each direction of a link is then its own ``R``; the burst, in KiB, is ``burst_kib``) and
+  the MTU (default 65000).
 """
 
 from __future__ import annotations
@@ -48,13 +49,15 @@ __all__ = [
     "DEFAULT_RATE_MBIT",
     "DEFAULT_MTU",
     "TBF_BURST",
+    "DEFAULT_BURST_KIB",
     "TBF_LATENCY",
 ]
 
 DEFAULT_PREFIX = "swl"
 DEFAULT_RATE_MBIT = 40.0
 DEFAULT_MTU = 65000
-TBF_BURST = "256kb"
+DEFAULT_BURST_KIB = 256
+TBF_BURST = f"{DEFAULT_BURST_KIB}kb"  # tc's "kb" is KiB: a port idle for 50 ms at 40 Mbit/s may send this much at once
 TBF_LATENCY = "400ms"
 MAX_NODES = 250 * 256
 _IFNAMSIZ = 15  # longest Linux interface name
@@ -177,6 +180,7 @@ class LabPlan:
     mtu: int = DEFAULT_MTU
     net: int = 100
     links: tuple[Link, ...] = field(default=(), repr=False)
+    burst_kib: int = DEFAULT_BURST_KIB
 
     # -- names and addresses ---------------------------------------------
     @property
@@ -315,7 +319,7 @@ class LabPlan:
         """``tc -batch`` lines for node ``rank``: one token bucket per port."""
         rate = _fmt_rate(self.rate_mbit)
         return [
-            f"qdisc add dev {p.name} root tbf rate {rate} burst {TBF_BURST} latency {TBF_LATENCY}"
+            f"qdisc add dev {p.name} root tbf rate {rate} burst {self.burst_kib}kb latency {TBF_LATENCY}"
             for p in self.ports(rank)
         ]
 
@@ -370,7 +374,7 @@ class LabPlan:
         """Return a short human summary."""
         return (
             f"torus {self.torus} ({self.size} nodes, {len(self.links)} links), "
-            f"{self.rate_mbit:g} Mbit/s per link direction, MTU {self.mtu}, "
+            f"{self.rate_mbit:g} Mbit/s per link direction, burst {self.burst_kib} KiB, MTU {self.mtu}, "
             f"namespaces {self.namespace(0)}..{self.namespace(self.size - 1)}"
         )
 
@@ -407,6 +411,7 @@ def make_plan(
     rate_mbit: float = DEFAULT_RATE_MBIT,
     mtu: int = DEFAULT_MTU,
     net: int = 100,
+    burst_kib: int = DEFAULT_BURST_KIB,
 ) -> LabPlan:
     """Return the :class:`LabPlan` for ``torus`` (a :class:`Torus`, ``"4x4"`` or a dims tuple).
 
@@ -416,6 +421,9 @@ def make_plan(
         rate_mbit: token-bucket rate of every link direction, in Mbit/s.
         mtu: MTU of every veth (65000 keeps per-packet CPU work low).
         net: second octet of the lab's 10.x addresses.
+        burst_kib: token-bucket burst of every port, KiB: what a port that was idle may send at
+            once, beyond the rate. At least the MTU (a packet larger than the bucket would never
+            leave), at most 65536.
     """
     t = torus if isinstance(torus, Torus) else Torus.from_spec(torus)
     if not _PREFIX_RE.fullmatch(prefix):
@@ -428,9 +436,14 @@ def make_plan(
         raise ValueError(f"rate_mbit must be positive, got {rate_mbit}")
     if not 68 <= mtu <= 65535:
         raise ValueError(f"mtu must be within 68..65535, got {mtu}")
+    if isinstance(burst_kib, bool) or int(burst_kib) != burst_kib or not 1 <= burst_kib <= 65536:
+        raise ValueError(f"burst_kib must be a whole number of KiB within 1..65536, got {burst_kib!r}")
+    if int(burst_kib) * 1024 < mtu:
+        raise ValueError(f"burst_kib={burst_kib} KiB is less than the MTU ({mtu} bytes): a full-size packet "
+                         f"would never leave the token bucket; use at least {-(-mtu // 1024)} KiB or a smaller MTU")
     if not 0 <= net <= 255:
         raise ValueError(f"net must be an octet, got {net}")
-    plan = LabPlan(t, run_id, prefix, float(rate_mbit), int(mtu), net, _make_links(t))
+    plan = LabPlan(t, run_id, prefix, float(rate_mbit), int(mtu), net, _make_links(t), int(burst_kib))
     for r in range(t.size):
         for p in plan.ports(r):
             assert len(p.name) <= _IFNAMSIZ

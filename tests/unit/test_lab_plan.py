@@ -87,7 +87,8 @@ def test_two_labs_never_share_names():
 
 @pytest.mark.parametrize(
     "bad",
-    [dict(run_id="xyz"), dict(run_id=""), dict(prefix="SWL"), dict(prefix="s1"), dict(rate_mbit=0), dict(mtu=10)],
+    [dict(run_id="xyz"), dict(run_id=""), dict(prefix="SWL"), dict(prefix="s1"), dict(rate_mbit=0), dict(mtu=10),
+     dict(burst_kib=0), dict(burst_kib=1.5), dict(burst_kib=True), dict(burst_kib=65537)],
 )
 def test_bad_options(bad):
     with pytest.raises(ValueError):
@@ -183,6 +184,24 @@ def test_hop_path_rejects_bad_ranks():
     with pytest.raises(ValueError):
         plan.route(1, 1)
     assert plan.hop_path(3, 3) == [3]
+
+
+def test_burst_is_an_option_and_never_below_the_mtu(capsys):
+    plan = make_plan("2x2", burst_kib=64, mtu=65000)
+    assert plan.burst_kib == 64 and "burst 64 KiB" in plan.describe()
+    text = "\n".join(c.shell() for c in plan.setup_commands(batched=False))
+    assert "tbf rate 40mbit burst 64kb latency 400ms" in text and "burst 256kb" not in text
+    assert make_plan("2x2").burst_kib == 256
+    with pytest.raises(ValueError, match="less than the MTU"):
+        make_plan("2x2", burst_kib=63, mtu=65000)  # 63 KiB = 64512 bytes < 65000
+    assert make_plan("2x2", burst_kib=2, mtu=1500).burst_kib == 2
+
+    from swing_mpi.lab.cli import main
+
+    assert main(["--dims", "2x2", "--burst-kib", "128", "--plan"]) == 0
+    assert "burst 128kb" in capsys.readouterr().out
+    assert main(["--dims", "2x2", "--burst-kib", "32", "--plan"]) == 2
+    assert "less than the MTU" in capsys.readouterr().err
 
 
 def test_cli_plan_needs_no_root(capsys):
