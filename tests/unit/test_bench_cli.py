@@ -546,3 +546,11 @@ def test_sweep_dry_run(tmp_path, capsys):
     assert "MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM=ring" in text and "MPIEXEC_TIMEOUT=" in text
     assert text.count("-m mpi4py -m swing_mpi bench") == 2
     assert json.dumps(text)  # plain text
+
+
+def test_sweep_dry_run_in_a_lab_names_the_labs_settings(tmp_path):
+    sw = _sweep_module()
+    rc = sw.main(["--dims", "2x2", "--sizes", "1K", "--lab", "--burst-kib", "128", "--out", str(tmp_path), "--dry-run"])
+    assert rc == 0
+    text = (tmp_path / "commands.txt").read_text()
+    assert "burst 128 KiB" in text and "-m swing_mpi lab --dims 2x2 --rate-mbit 40 --mtu 65000 --burst-kib 128 " in text
