@@ -286,12 +286,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     sweep_cmd = shlex.join([sys.executable, *sys.argv]) if argv is None else shlex.join(["benchmarks/sweep.py", *argv])
     lines = [f"# sweep: {sweep_cmd}", f"# cwd: {os.getcwd()}"]
     if args.lab:
-        from swing_mpi.lab.plan import DEFAULT_BURST_KIB, DEFAULT_MTU, DEFAULT_RATE_MBIT
+        from swing_mpi.lab.plan import DEFAULT_BURST_KIB, DEFAULT_MTU, DEFAULT_RATE_MBIT, make_plan
 
         rate = args.rate_mbit if args.rate_mbit is not None else DEFAULT_RATE_MBIT
         mtu = args.mtu if args.mtu is not None else DEFAULT_MTU
         burst = args.burst_kib if args.burst_kib is not None else DEFAULT_BURST_KIB
         lab_dims = args.dims or str(np_)
+        try:  # the lab's settings, checked before anything is written or built
+            make_plan(lab_dims, rate_mbit=rate, mtu=mtu, burst_kib=burst)
+        except ValueError as e:
+            _say(f"sweep: lab: {e}")
+            return 2
         lines.append(f"# each launch ran inside one emulated {lab_dims} torus lab ({rate:g} Mbit/s per link "
                      f"direction, MTU {mtu}, burst {burst} KiB) built once for the sweep; equivalent stand-alone "
                      "commands:")

@@ -169,7 +169,7 @@ class Lab:
         self._run_id = run_id
         self._user_log: Log = log or quiet
         self.plan: LabPlan = make_plan(self.torus, run_id=run_id or "0", prefix=prefix, rate_mbit=rate_mbit, mtu=mtu,
-                                            burst_kib=burst_kib)
+                                       burst_kib=burst_kib)
         self.built = False
         self.build_seconds: float | None = None
         self.teardown_seconds: float | None = None

@@ -554,3 +554,7 @@ def test_sweep_dry_run_in_a_lab_names_the_labs_settings(tmp_path):
     assert rc == 0
     text = (tmp_path / "commands.txt").read_text()
     assert "burst 128 KiB" in text and "-m swing_mpi lab --dims 2x2 --rate-mbit 40 --mtu 65000 --burst-kib 128 " in text
+    other = tmp_path / "bad"
+    bad = ["--dims", "2x2", "--sizes", "1K", "--lab", "--burst-kib", "16", "--out", str(other), "--dry-run"]
+    assert sw.main(bad) == 2  # 16 KiB is less than the MTU: refused before anything is written
+    assert not (other / "commands.txt").exists()
