@@ -163,9 +163,6 @@ class Lab:
             raise ValueError(f"placement must list each node 0..{self.torus.size - 1} once, got {list(placement)}")
         self.placement = None if placement is None else tuple(int(x) for x in placement)
         self._prefix = prefix
-        self._rate_mbit = rate_mbit
-        self._mtu = mtu
-        self._burst_kib = burst_kib
         self._run_id = run_id
         self._user_log: Log = log or quiet
         self.plan: LabPlan = make_plan(self.torus, run_id=run_id or "0", prefix=prefix, rate_mbit=rate_mbit, mtu=mtu,
@@ -236,8 +233,9 @@ class Lab:
         require_lab()
         t0 = time.perf_counter()
         rid = self._pick_run_id()
-        self.plan = make_plan(self.torus, run_id=rid, prefix=self._prefix, rate_mbit=self._rate_mbit, mtu=self._mtu,
-                              burst_kib=self._burst_kib)
+        p = self.plan  # the same settings under the run id just picked
+        self.plan = make_plan(self.torus, run_id=rid, prefix=p.prefix, rate_mbit=p.rate_mbit, mtu=p.mtu, net=p.net,
+                              burst_kib=p.burst_kib)
         self.built = True  # from here on, teardown has something to do
         try:
             marker_path(self._prefix, rid).write_text(f"{os.getpid()}\n")

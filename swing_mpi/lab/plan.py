@@ -48,7 +48,6 @@ __all__ = [
     "DEFAULT_PREFIX",
     "DEFAULT_RATE_MBIT",
     "DEFAULT_MTU",
-    "TBF_BURST",
     "DEFAULT_BURST_KIB",
     "TBF_LATENCY",
 ]
@@ -56,8 +55,7 @@ __all__ = [
 DEFAULT_PREFIX = "swl"
 DEFAULT_RATE_MBIT = 40.0
 DEFAULT_MTU = 65000
-DEFAULT_BURST_KIB = 256
-TBF_BURST = f"{DEFAULT_BURST_KIB}kb"  # tc's "kb" is KiB: a port idle for 50 ms at 40 Mbit/s may send this much at once
+DEFAULT_BURST_KIB = 256  # tc's "kb" is KiB: a port idle for 50 ms at 40 Mbit/s may send this much at once
 TBF_LATENCY = "400ms"
 MAX_NODES = 250 * 256
 _IFNAMSIZ = 15  # longest Linux interface name
