@@ -293,10 +293,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         burst = args.burst_kib if args.burst_kib is not None else DEFAULT_BURST_KIB
         lab_dims = args.dims or str(np_)
         try:  # the lab's settings, checked before anything is written or built
-            make_plan(lab_dims, rate_mbit=rate, mtu=mtu, burst_kib=burst)
+            plan = make_plan(lab_dims, rate_mbit=rate, mtu=mtu, burst_kib=burst)
         except ValueError as e:
             _say(f"sweep: lab: {e}")
             return 2
+        note = plan.cpu_note(len(os.sched_getaffinity(0)))
+        if note:
+            _say(f"sweep: lab: note: {note}")
+            lines.append(f"# note: {note}")
         lines.append(f"# each launch ran inside one emulated {lab_dims} torus lab ({rate:g} Mbit/s per link "
                      f"direction, MTU {mtu}, burst {burst} KiB) built once for the sweep; equivalent stand-alone "
                      "commands:")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -28,6 +29,14 @@ __all__ = ["add_arguments", "run", "main", "build_parser"]
 
 def _say(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
+
+
+def _cpus() -> int:
+    """Return how many cores this process may run on (the lab's ranks and its kernel work share them)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux; the lab needs Linux anyway
+        return os.cpu_count() or 1
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -107,9 +116,12 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as e:
         _say(f"lab: {e}")
         return 2
+    note = plan.cpu_note(_cpus())
     if args.plan:
         try:
             print(f"# {plan.describe()}")
+            if note:
+                print(f"# note: {note}")
             print("# setup")
             for c in plan.setup_commands():
                 print(c.shell())
@@ -131,6 +143,8 @@ def run(args: argparse.Namespace) -> int:
         _say("lab: nothing to do: give --check and/or a command after --, or --plan / --cleanup")
         return 2
     env = _parse_env(args.env)
+    if note:
+        _say(f"lab: note: {note}")
     try:
         with Lab(torus, rate_mbit=args.rate_mbit, mtu=args.mtu, prefix=args.prefix, log=_say,
                  placement=placement, burst_kib=args.burst_kib) as lab:

@@ -27,6 +27,7 @@ Layout (docs/lab.md says why):
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -50,6 +51,7 @@ __all__ = [
     "DEFAULT_MTU",
     "DEFAULT_BURST_KIB",
     "TBF_LATENCY",
+    "CARRIED_BYTES_PER_S_PER_CPU",
 ]
 
 DEFAULT_PREFIX = "swl"
@@ -58,6 +60,10 @@ DEFAULT_MTU = 65000
 DEFAULT_BURST_KIB = 256  # tc's "kb" is KiB: a port idle for 50 ms at 40 Mbit/s may send this much at once
 TBF_LATENCY = "400ms"
 MAX_NODES = 250 * 256
+CARRIED_BYTES_PER_S_PER_CPU = 0.65e9
+"""About what one core moved, all links of a lab busy at once (TCP through veth pairs and token buckets,
+the ranks beside it), on the 2-core development machine: 8x8 at 40 Mbit/s carried 95 % of its 1.28 GB/s,
+4x4x4 56 % of 1.92 GB/s. A rough guide for :meth:`LabPlan.cpu_note`, not a limit."""
 _IFNAMSIZ = 15  # longest Linux interface name
 
 _PREFIX_RE = re.compile(r"[a-z]{1,6}")
@@ -210,6 +216,37 @@ class LabPlan:
     def rate_bytes_per_s(self) -> float:
         """The configured link rate per direction in bytes per second."""
         return self.rate_mbit * 1e6 / 8
+
+    @property
+    def link_directions(self) -> int:
+        """Directed links: two per veth pair, each with its own token bucket."""
+        return 2 * len(self.links)
+
+    @property
+    def demand_bytes_per_s(self) -> float:
+        """Bytes per second the kernel must move when every link direction runs at the rate at once."""
+        return self.link_directions * self.rate_bytes_per_s
+
+    def cpu_note(self, cpus: int) -> str | None:
+        """Say why results would measure the CPUs, not the links, on ``cpus`` cores; ``None`` if they should not.
+
+        When all links run at once (every port busy, as in Swing's or the Hamiltonian rings' steps), the
+        kernel must move :attr:`demand_bytes_per_s` through veths and token buckets on the same cores as the
+        ranks. Above about :data:`CARRIED_BYTES_PER_S_PER_CPU` per core it cannot, and an algorithm that keeps
+        every port busy is capped by the CPUs while one that leaves ports idle is not.
+        """
+        if cpus < 1:
+            raise ValueError(f"cpus must be at least 1, got {cpus}")
+        carried = CARRIED_BYTES_PER_S_PER_CPU * cpus
+        if self.demand_bytes_per_s <= carried:
+            return None
+        fits = math.floor(carried / self.link_directions * 8 / 1e6 * 10) / 10  # Mbit/s, rounded down
+        rate = f"--rate-mbit {fits:g} or less" if fits > 0 else "a far lower --rate-mbit"
+        return (f"{self.link_directions} link directions at {self.rate_mbit:g} Mbit/s ask "
+                f"{self.demand_bytes_per_s / 1e9:.2f} GB/s of TCP at once, more than {cpus} "
+                f"core{'s' if cpus > 1 else ''} carry (about {CARRIED_BYTES_PER_S_PER_CPU / 1e9:.2f} GB/s each): an "
+                f"algorithm that keeps every port busy will measure the CPUs, not the links; {rate} keeps the links "
+                f"the bottleneck (--check's 'all' test shows the share carried)")
 
     @cached_property
     def _ports(self) -> tuple[tuple[Port, ...], ...]:
