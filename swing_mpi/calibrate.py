@@ -27,7 +27,8 @@ Measurement:
     by a barrier and its time is the maximum over ranks; the median over the
     rounds is kept. Rounds stop after ``--iters``, or once the size has used
     ``--point-time`` seconds (at least one round). Where that left few rounds
-    (slow links, large sizes), the candidates within 25 % of the fastest get
+    (slow links, large sizes), the candidates within 25 % of the fastest of their decision table
+    (float64, or int64 for the exact ops: :func:`table_groups`) get
     rounds of their own, up to 7 samples each or three times ``--point-time`` more
     (at least 8 s): the pick among close contenders is what a noisy median gets
     wrong. After each such round a contender whose every sample (three or more) is
@@ -91,7 +92,8 @@ from .units import format_size, parse_size, parse_sizes
 
 __all__ = [
     "add_arguments", "run", "main", "Series", "beaten", "series_for", "Measured", "measure", "measure_gamma", "fit",
-    "Fit", "narrowed", "native_threshold", "tables_from", "calibrate", "report", "nnls", "DEFAULT_SIZES",
+    "Fit", "narrowed", "table_groups", "contenders", "native_threshold", "tables_from", "calibrate", "report",
+    "nnls", "DEFAULT_SIZES",
 ]
 
 DEFAULT_SIZES = "8,64,256,1K,4K,16K,64K,256K,1M,4M,16M"
@@ -210,6 +212,32 @@ def narrowed(close: Sequence[int], samples: Sequence[Sequence[float]], *, least:
     return [j for j in close if j == lead or len(samples[j]) < least or min(samples[j]) <= bar]
 
 
+def table_groups(run: Sequence[Series]) -> list[list[int]]:
+    """Return, for each decision table :func:`tables_from` builds, the indices into ``run`` of its candidates.
+
+    The inexact table holds every float64 series; the exact table every int64 series plus the float64
+    series of the algorithms that have none (their schedule does not depend on exactness), so a series may
+    be in both. Contenders are judged within a table: an exact-only leader (swing-lat's reduced form on
+    int64) must not hide the close race among the float64 ones.
+    """
+    inexact = [j for j, s in enumerate(run) if not s.exact]
+    exact_algs = {s.algorithm for s in run if s.exact}
+    if not exact_algs:
+        return [inexact] if inexact else []
+    exact = [j for j, s in enumerate(run) if s.exact or s.algorithm not in exact_algs]
+    return [g for g in (inexact, exact) if g]
+
+
+def contenders(groups: Sequence[Sequence[int]], first: Sequence[float], *,
+               margin: float = CONTEND_MARGIN) -> list[list[int]]:
+    """Return each table's candidates within ``margin`` of that table's fastest (``first``: their medians)."""
+    out = []
+    for g in groups:
+        lead = min(first[j] for j in g)
+        out.append([j for j in g if first[j] <= lead * (1 + margin)])
+    return out
+
+
 def _round(comm: Any, calls: Sequence[Any], which: Sequence[int], samples: list[list[float]],
            settle: Sequence[int]) -> float:
     """Time one call of each of ``calls[which]`` (barrier before each, max over ranks); return the time spent.
@@ -295,7 +323,6 @@ def measure(comm: Any, sizes: Sequence[int], series: Sequence[Series], *, dims: 
         # fastest at the last size gets none (swing-lat at 16 MiB on 16 ranks: 2.3 s a call, 4.5 s saved)
         settle_here = [settle if n >= SETTLE_FROM and (s.name not in behind or behind[s.name][0] < drop) else 0
                        for s in run]
-        everyone = list(range(len(run)))
         orders = shuffled(len(run), seed=count)  # a new order each round, the same on every rank
         while rounds < max(1, iters) and (not rounds or spent < point_time):
             spent += _round(comm, calls, next(orders), samples, settle_here)
@@ -303,17 +330,21 @@ def measure(comm: Any, sizes: Sequence[int], series: Sequence[Series], *, dims: 
         last_round = spent / max(1, rounds)
         # the few within CONTEND_MARGIN of the fastest get more rounds of their own where the time cap left
         # them few: the pick among them is what matters, and a round of two or three is cheap
+        # (per decision table: an exact-only leader must not hide the float64 table's close race)
         first = [float(np.median(x)) for x in samples]
-        lead = min(first) if first else math.inf
-        close = [j for j in everyone if first[j] <= lead * (1 + CONTEND_MARGIN)]
-        contenders = len(close)
+        races = contenders(table_groups(run), first)
+        n_close = len({j for r in races for j in r})
         extra = 0.0
         want = min(CONTEND_ROUNDS, iters)
         cap = max(contend_time * point_time, contend_floor)
         pick = random.Random(count + 1)  # the same orders on every rank (samples are max over ranks: equal too)
-        while len(close) > 1 and min(len(samples[j]) for j in close) < want and extra < cap:
+        while extra < cap:
+            close = sorted({j for r in races if len(r) > 1 and min(len(samples[j]) for j in r) < want for j in r})
+            if not close:
+                break
             extra += _round(comm, calls, pick.sample(close, len(close)), samples, settle_here)
-            close = narrowed(close, samples)
+            races = [narrowed(r, samples) for r in races]
+        close = sorted({j for r in races if len(r) > 1 for j in r})
         meds = {s.name: float(np.median(samples[j])) for j, s in enumerate(run)}
         best = min(meds.values()) if meds else math.inf
         for s in series:
@@ -329,8 +360,8 @@ def measure(comm: Any, sizes: Sequence[int], series: Sequence[Series], *, dims: 
         if progress:
             fastest = min(meds, key=lambda k: meds[k]) if meds else "-"
             most = max(len(x) for x in samples) if samples else rounds
-            more = f" (+{most - rounds} of {contenders} within {CONTEND_MARGIN:.0%}" \
-                   f"{f', {len(close)} to the end' if len(close) < contenders else ''})" if most > rounds else ""
+            more = f" (+{most - rounds} of {n_close} within {CONTEND_MARGIN:.0%}" \
+                   f"{f', {len(close)} to the end' if len(close) < n_close else ''})" if most > rounds else ""
             _say(comm, f"calibrate: {format_size(n):>9}: {len(run)} candidates x {rounds} rounds{more}, fastest "
                        f"{fastest} {best * 1e6:.1f} us" + (f"; stop measuring {', '.join(s.name for s in dropped)}"
                                                           if dropped else "")

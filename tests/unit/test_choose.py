@@ -466,6 +466,30 @@ def test_calibrate_narrows_the_contenders_to_the_leaders_rivals():
     assert narrowed([0, 1], tied) == [0, 1]  # equal is not slower
 
 
+def test_contenders_race_within_each_decision_table():
+    from swing_mpi.calibrate import contenders, series_for, table_groups
+
+    run = series_for((8, 8))
+    names = [s.name for s in run]
+    inexact, exact = table_groups(run)
+    assert [names[j] for j in inexact] == [s.name for s in run if s.dtype == "float64"]
+    # the exact table: every int64 series, and the float64 series of algorithms without one (native among them)
+    assert {names[j] for j in exact} == ({s.name for s in run if s.exact}
+                                        | {s.name for s in run if not s.exact
+                                           and f"{s.algorithm}/int64" not in names})
+    assert "native/float64" in {names[j] for j in exact} and "swing-lat/float64" not in {names[j] for j in exact}
+    assert table_groups([s for s in run if not s.exact]) == [inexact]
+
+    # the 8x8 lab at 64 KiB (ms): swing-lat's exact form led by far, which left the float64 race unrun
+    ms = {"swing-lat/int64": 57.0, "rabenseifner/float64": 82.0, "recdoub/float64": 85.9, "native/float64": 107.9,
+          "swing-bw-1port/float64": 94.4, "swing-lat/float64": 1492.3}
+    first = [ms.get(n, 500.0) for n in names]
+    f_race, e_race = contenders([inexact, exact], first)
+    assert {names[j] for j in f_race} == {"rabenseifner/float64", "recdoub/float64", "swing-bw-1port/float64"}
+    assert {names[j] for j in e_race} == {"swing-lat/int64"}  # alone: no rounds needed there
+    assert {names[j] for j in contenders([inexact, exact], first, margin=0.35)[0]} >= {"native/float64"}
+
+
 @pytest.mark.parametrize("network", NETWORKS)
 def test_fit_recovers_the_constants_and_the_network_kind(network):
     """Times made by one network's model are fitted exactly by it, and better than by the other kind."""

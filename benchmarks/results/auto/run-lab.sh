@@ -25,6 +25,7 @@ if [ "${CALIBRATE:-1}" != 0 ]; then
 echo "calibrate in the $D lab: $(echo "$(date +%s.%N) - $start" | bc) s wall (lab build to teardown)" \
   | tee -a "$R/calibrate-lab-$D.txt"
 fi
+[ "${NO_BENCH:-0}" != 0 ] && exit 0
 .venv/bin/python -m swing_mpi lab --dims "$D" --rate-mbit 40 --mtu 65000 --timeout 2400 \
   --env "SWING_MPI_TUNING=$R/tuning-lab-$D.json" -- \
   .venv/bin/python -m mpi4py -m swing_mpi bench --algorithms "${ALGS:-all,auto}" --dims "$D" --sizes "${BENCH_SIZES:-$SIZES}" \
