@@ -12,6 +12,7 @@
 #        and summary-lab-DIMS-NAME.txt (a second bench beside the first); ITERS=5 ... timed calls (default 15, fewer
 #        where a point would take over MAX_TIME seconds per algorithm, default 5; never below 3: at 64 KiB a call
 #        right after a light one rides the token buckets' burst, and 3 calls in a random order are too few)
+#        NO_BENCH=1 ... calibrate only (then h2h-lab.sh: auto head to head with the close candidates)
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 D=$1 R=$PWD/benchmarks/results/auto
