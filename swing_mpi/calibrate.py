@@ -344,7 +344,7 @@ def measure(comm: Any, sizes: Sequence[int], series: Sequence[Series], *, dims: 
                 break
             extra += _round(comm, calls, pick.sample(close, len(close)), samples, settle_here)
             races = [narrowed(r, samples) for r in races]
-        close = sorted({j for r in races if len(r) > 1 for j in r})
+        close = sorted({j for r in races for j in r})  # the same count as n_close: every table's race, at its end
         meds = {s.name: float(np.median(samples[j])) for j, s in enumerate(run)}
         best = min(meds.values()) if meds else math.inf
         for s in series:
