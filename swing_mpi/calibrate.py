@@ -283,10 +283,11 @@ def measure(comm: Any, sizes: Sequence[int], series: Sequence[Series], *, dims: 
 
     from .api import allreduce
     from .bench.measure import page_array, page_copy
-    from .bench.timing import shuffled
+    from .bench.timing import order_seed, shuffled
 
     t_start = time.perf_counter()
     rank = comm.Get_rank()
+    seed = order_seed(comm)  # orders of its own for each calibration, the same on every rank
     sizes = sorted({max(ITEMSIZE, int(n) // ITEMSIZE * ITEMSIZE) for n in sizes})
     m = Measured(sizes, list(series), {s.name: [] for s in series}, {s.name: [] for s in series})
     live = list(series)
@@ -323,7 +324,7 @@ def measure(comm: Any, sizes: Sequence[int], series: Sequence[Series], *, dims: 
         # fastest at the last size gets none (swing-lat at 16 MiB on 16 ranks: 2.3 s a call, 4.5 s saved)
         settle_here = [settle if n >= SETTLE_FROM and (s.name not in behind or behind[s.name][0] < drop) else 0
                        for s in run]
-        orders = shuffled(len(run), seed=count)  # a new order each round, the same on every rank
+        orders = shuffled(len(run), seed=seed + count)  # a new order each round, the same on every rank
         while rounds < max(1, iters) and (not rounds or spent < point_time):
             spent += _round(comm, calls, next(orders), samples, settle_here)
             rounds += 1
@@ -337,7 +338,7 @@ def measure(comm: Any, sizes: Sequence[int], series: Sequence[Series], *, dims: 
         extra = 0.0
         want = min(CONTEND_ROUNDS, iters)
         cap = max(contend_time * point_time, contend_floor)
-        pick = random.Random(count + 1)  # the same orders on every rank (samples are max over ranks: equal too)
+        pick = random.Random(seed + count + 1)  # the same orders on every rank (samples are max over ranks: equal too)
         while extra < cap:
             close = sorted({j for r in races if len(r) > 1 and min(len(samples[j]) for j in r) < want for j in r})
             if not close:

@@ -16,10 +16,13 @@ column is the elements per rank, as in nccl-tests).
 Measurement (OSU / nccl-tests style). Sizes are the outer loop. For each
 size, every algorithm gets one checked call and ``--warmup`` calls, then the
 timed calls run round robin (iteration ``i`` of every algorithm, then
-``i+1``, in a new random order each iteration, the same on every rank;
+``i+1``, in a new order each iteration, the same on every rank;
 ``--blocked`` for one algorithm after the other), so machine noise hits all
-algorithms of a size alike and no algorithm is always timed right after the
-same other one. Each algorithm has its own send and
+algorithms of a size alike. The orders put every algorithm right after every
+other equally often (:func:`~swing_mpi.bench.timing.shuffled`, seeded afresh
+each launch): a call timed right after a heavy one runs slower (in the 3x4 lab
+at 256 KiB, 1.5x after MPICH's default), and one shuffle per iteration from a
+fixed seed had put one algorithm after MPICH's in half its calls, in every launch. Each algorithm has its own send and
 receive arrays up to 1 MiB, as each call site of an application has, every
 array at the start of pages of its own, so no algorithm gets a better place in
 memory by being set up first (the same ``MPI_Allreduce`` of 1 MiB at p = 4

@@ -1,7 +1,8 @@
 """The benchmark's rows: the table, CSV/JSON files, the ratio to native and the model column.
 
 Pure data and text: no MPI, no numpy. A row is a dict with the keys of
-:data:`FIELDS` (plus ``times_us``, every timed iteration, in JSON only).
+:data:`FIELDS` (plus, in JSON only, ``times_us``, every timed iteration, and ``order_seed``,
+from which :func:`swing_mpi.bench.timing.shuffled` gives the orders they ran in).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ __all__ = [
     "Collective", "COLLECTIVES", "ALLREDUCE", "FIELDS", "MIN_ITERS", "MPICH_EQUIVALENT",
     "number", "ensure_parent", "display_name", "collective_of",
     "format_header", "format_row", "format_table", "env_header_lines",
-    "write_csv", "write_json", "read_results",
+    "JSON_ONLY", "write_csv", "write_json", "read_results",
     "add_vs_native", "native_medians", "set_vs_native", "model_algorithm", "add_model_times",
 ]
 
@@ -216,12 +217,16 @@ def _csv_value(v: Any) -> Any:
     return v
 
 
+JSON_ONLY = ("times_us", "order_seed")
+"""Row keys the CSV leaves out (the JSON has them)."""
+
+
 def write_csv(rows: Sequence[Mapping[str, Any]], path: str, fields: Sequence[str] = FIELDS) -> None:
     """Write rows as CSV with the columns ``fields`` (extra keys are kept after them)."""
     extra: list[str] = []
     for r in rows:
         for k in r:
-            if k not in fields and k not in extra and k != "times_us":
+            if k not in fields and k not in extra and k not in JSON_ONLY:
                 extra.append(k)
     ensure_parent(path)
     with open(path, "w", newline="") as f:

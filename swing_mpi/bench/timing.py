@@ -18,7 +18,7 @@ import numpy as np
 if TYPE_CHECKING:
     from .measure import Point, Prepared
 
-__all__ = ["SyncStart", "barrier", "timed", "shuffled", "time_point"]
+__all__ = ["SyncStart", "barrier", "timed", "balanced_rows", "shuffled", "order_seed", "time_point"]
 
 
 class SyncStart:
@@ -105,24 +105,69 @@ def timed(comm: Any, pt: Point, call: Callable[[], Any], recv: np.ndarray, batch
     return (time.perf_counter() - t0) / batch
 
 
-def shuffled(n: int, seed: int = 2024) -> Iterator[list[int]]:
-    """Yield orders of ``range(n)``, a new random one each time: the same sequence on every rank (a fixed seed).
+def balanced_rows(n: int) -> list[list[int]]:
+    """Return orders of ``range(n)`` in which every candidate comes right after every other equally often.
 
-    Interleaved timing goes through its candidates in these orders. An order merely rotated by one each
-    iteration keeps the cyclic neighbours together: each candidate follows the same one in all but one
-    iteration of ``n``, and a light call timed after a long Python algorithm (which leaves the caches and
-    the scheduler's state to the next call) measured 1.3-1.9x its time after a light one (8 B, p = 4:
-    auto, last in the list, always after our slowest algorithm; native, first, after auto).
+    A Williams design: the row ``0, 1, n-1, 2, n-2, ...`` and its ``n`` shifts (mod ``n``) put each
+    ordered pair side by side exactly once for even ``n``; for odd ``n`` the shifts and their reverses
+    (``2n`` rows) put it there exactly twice.
+    """
+    if n <= 1:
+        return [list(range(n))]
+    first, lo, hi = [0], 1, n - 1
+    while len(first) < n:
+        first.append(lo)
+        lo += 1
+        if len(first) < n:
+            first.append(hi)
+            hi -= 1
+    rows = [[(x + i) % n for x in first] for i in range(n)]
+    return rows if n % 2 == 0 else rows + [r[::-1] for r in rows]
+
+
+def shuffled(n: int, seed: int = 2024) -> Iterator[list[int]]:
+    """Yield orders of ``range(n)``, a new one each time: the same sequence on every rank (same ``seed``).
+
+    Interleaved timing goes through its candidates in these orders. A call timed right after a long or
+    heavy one runs slower: a light call after a long Python algorithm (which leaves the caches and the
+    scheduler's state to the next call) measured 1.3-1.9x its time after a light one (8 B, p = 4); in the
+    3x4 lab at 256 KiB a call right after MPICH's default (100 ms of busy polling) took 1.5x its time
+    after any other. So who runs right before whom must not favour anyone: the orders go through the
+    rows of :func:`balanced_rows` (each candidate after each other equally often within a cycle of rows),
+    under a new random relabelling every cycle, each next row the one whose seam with the row before
+    (last candidate, first candidate) is the pair seen least so far. One random shuffle per iteration is not
+    enough over a few iterations: with the fixed seed every launch drew the same 15 orders of 5, and
+    in them the first candidate followed the fifth 7 times of 14 (the others 1-5 times), in every launch.
+    Give each launch its own ``seed`` (:func:`order_seed`), so launches do not repeat one another's luck.
     """
     rng = random.Random(seed)
-    order = list(range(n))
+    while n == 0:
+        yield []
+    rows = balanced_rows(n)
+    seen: dict[tuple[int, int], int] = {}  # how often b ran right after a so far, rows' seams included
+    last = -1
     while True:
-        rng.shuffle(order)
-        yield list(order)
+        relabel = list(range(n))
+        rng.shuffle(relabel)
+        left = [[relabel[x] for x in r] for r in rows]
+        rng.shuffle(left)
+        while left:  # the next row: the one whose seam with the last row is the least seen pair
+            row = min(left, key=lambda r: seen.get((last, r[0]), 0))
+            left.remove(row)
+            for a, b in zip([last, *row], row):
+                seen[a, b] = seen.get((a, b), 0) + 1
+            last = row[-1]
+            yield list(row)
+
+
+def order_seed(comm: Any) -> int:
+    """Return a seed for :func:`shuffled` drawn afresh by rank 0 and the same on every rank (collective)."""
+    return int(comm.bcast(random.SystemRandom().randrange(1 << 31) if comm.Get_rank() == 0 else None, root=0))
 
 
 def time_point(comm: Any, pt: Point, preps: Sequence[Prepared], *, interleave: bool = True,
-               batch: int = 1, start: Callable[[], float] | None = None) -> list[dict[str, Any]]:
+               batch: int = 1, start: Callable[[], float] | None = None,
+               seed: int | None = None) -> list[dict[str, Any]]:
     """Time every prepared algorithm on ``pt``; return one result dict per algorithm, equal on all ranks.
 
     ``batch``: calls per iteration, back to back from one barrier (:func:`timed`).
@@ -130,16 +175,18 @@ def time_point(comm: Any, pt: Point, preps: Sequence[Prepared], *, interleave: b
 
     ``interleave``: iteration ``i`` of every algorithm, then iteration ``i+1``
     (round robin), so a burst of machine noise lands on all algorithms alike,
-    in an order shuffled each iteration (:func:`shuffled`), so that what a call
-    finds left by the one before it (a drained link queue, caches and a
-    scheduler that a long Python algorithm left) is not always the same
-    algorithm's; otherwise all iterations of one algorithm, then the next
-    (OSU style).
+    in a new order each iteration (:func:`shuffled`, from ``seed``, default a
+    fresh one per call: :func:`order_seed`), so that what a call finds left by
+    the one before it (a drained link queue, caches and a scheduler that a long
+    Python algorithm or MPI's busy polling left) is every algorithm's alike;
+    otherwise all iterations of one algorithm, then the next (OSU style).
     """
     from mpi4py import MPI
 
     if interleave:
-        orders = shuffled(len(preps))
+        if seed is None:
+            seed = order_seed(comm)
+        orders = shuffled(len(preps), seed)
         for i in range(max((q.iters for q in preps), default=0)):
             for j in next(orders):
                 q = preps[j]
@@ -166,5 +213,6 @@ def time_point(comm: Any, pt: Point, preps: Sequence[Prepared], *, interleave: b
             "busbw_Bps": None if algbw is None else algbw * bus,
             "wrong": q.wrong,
             "times_us": [float(x) for x in us],
+            "order_seed": seed if interleave else None,  # the orders: shuffled(len(preps), seed), preps in row order
         })
     return out
