@@ -121,8 +121,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     place.add_argument("--inplace", action="store_true", help="in-place only (MPI.IN_PLACE)")
     place.add_argument("--both", action="store_true", help="out-of-place and in-place")
     g.add_argument("--blocked", action="store_true",
-                   help="time all iterations of one algorithm before the next (OSU style) instead of "
-                   "round robin over the algorithms of a size")
+                   help="time all iterations of one algorithm before the next (OSU style; the algorithms in a "
+                   "random order) instead of round robin over the algorithms of a size")
     g.add_argument("--batch", type=int, default=1, metavar="K",
                    help="time K back-to-back calls from one barrier and report the time per call (the steady "
                    "state of a loop of calls, as nccl-tests time it); default 1: a barrier before every call, "

@@ -180,7 +180,7 @@ def env_header_lines(env: Mapping[str, Any]) -> list[str]:
         + "), count = elements per rank")
     cap = format_size(env["max_bytes"]) if env["max_bytes"] else "no cap"
     order = ("round robin over the algorithms of a size, in a new order each iteration" if env.get("interleave", True)
-             else "one algorithm after the other")
+             else "one algorithm after the other, in a random order")
     batch = int(env.get("batch", 1) or 1)
     if batch > 1:
         order += f"; an iteration is {batch} back-to-back calls from one barrier, its time per call"

@@ -179,21 +179,23 @@ def time_point(comm: Any, pt: Point, preps: Sequence[Prepared], *, interleave: b
     fresh one per call: :func:`order_seed`), so that what a call finds left by
     the one before it (a drained link queue, caches and a scheduler that a long
     Python algorithm or MPI's busy polling left) is every algorithm's alike;
-    otherwise all iterations of one algorithm, then the next (OSU style).
+    otherwise all iterations of one algorithm, then the next (OSU style), the
+    algorithms in the first of those orders.
     """
     from mpi4py import MPI
 
+    if seed is None:
+        seed = order_seed(comm)
+    orders = shuffled(len(preps), seed)
     if interleave:
-        if seed is None:
-            seed = order_seed(comm)
-        orders = shuffled(len(preps), seed)
         for i in range(max((q.iters for q in preps), default=0)):
             for j in next(orders):
                 q = preps[j]
                 if i < q.iters:
                     q.times.append(timed(comm, pt, q.call, q.recv, batch, start))
-    else:
-        for q in preps:
+    else:  # one algorithm after the other, in an order of the seed's: none is always first or after the same one
+        for j in next(orders):
+            q = preps[j]
             q.times = [timed(comm, pt, q.call, q.recv, batch, start) for _ in range(q.iters)]
     flat = np.array([t for q in preps for t in q.times], np.float64)
     comm.Allreduce(MPI.IN_PLACE, flat, MPI.MAX)  # an iteration takes as long as its slowest rank
@@ -213,6 +215,6 @@ def time_point(comm: Any, pt: Point, preps: Sequence[Prepared], *, interleave: b
             "busbw_Bps": None if algbw is None else algbw * bus,
             "wrong": q.wrong,
             "times_us": [float(x) for x in us],
-            "order_seed": seed if interleave else None,  # the orders: shuffled(len(preps), seed), preps in row order
+            "order_seed": seed,  # the orders: shuffled(len(preps), seed), preps in row order (blocked: the first)
         })
     return out

@@ -6,21 +6,25 @@
 # median of the launches' ratios per size.
 # Usage: bash benchmarks/results/auto/h2h-lab.sh DIMS SIZE=ALG,ALG... [SIZE=ALG,... ...]
 #        e.g. 8x8 64K=native,rabenseifner,recdoub 1M=swing-bw,recdoub-mirrored
-#        ITERS=15 ... timed calls per algorithm (round robin, a new random order each round)
+#        ITERS=15 ... timed calls per algorithm (round robin, a new order each round, each algorithm right after
+#        each other equally often); BLOCKED=1 ... each algorithm's calls back to back instead (the steady state of a
+#        program's repeated calls, what calibrate's settling calls measure; the algorithms in a random order);
+#        NAME=x ... files h2h-lab-DIMS-x-SIZE-N.* and summary-h2h-lab-DIMS-x.txt (a second run beside the first)
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 D=$1 R=$PWD/benchmarks/results/auto
+N=$D${NAME:+-$NAME}
 shift
 files=()
 for spec in "$@"; do
   size=${spec%%=*} algs=${spec#*=}
   for launch in $(seq "${LAUNCHES:-3}"); do
-    f=$R/h2h-lab-$D-$size-$launch
+    f=$R/h2h-lab-$N-$size-$launch
     .venv/bin/python -m swing_mpi lab --dims "$D" --rate-mbit 40 --mtu 65000 --timeout 1200 \
       --env "SWING_MPI_TUNING=$R/tuning-lab-$D.json" -- \
       .venv/bin/python -m mpi4py -m swing_mpi bench --algorithms "auto,$algs" --dims "$D" --sizes "$size" \
-      --iters "${ITERS:-15}" --warmup 1 --max-time 0 --bw-unit MB --quiet --json "$f.json" > "$f.txt"
+      --iters "${ITERS:-15}" --warmup 1 --max-time 0 --bw-unit MB ${BLOCKED:+--blocked} --quiet --json "$f.json" > "$f.txt"
     files+=("$f.json")
   done
 done
-.venv/bin/python "$R/summarize.py" "${files[@]}" | tee "$R/summary-h2h-lab-$D.txt"
+.venv/bin/python "$R/summarize.py" "${files[@]}" | tee "$R/summary-h2h-lab-$N.txt"
