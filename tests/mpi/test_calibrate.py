@@ -157,6 +157,34 @@ def test_close_contenders_get_rounds_of_their_own():
 
 
 @pytest.mark.mpi(min_size=2)
+def test_a_candidate_is_dropped_on_two_calls_and_its_best_one(monkeypatch):
+    """One slow call must not end a candidate's measuring: one with a single sample gets a second first.
+
+    ``beaten`` is replaced by "slower than the fastest at all", so every candidate but the fastest is up
+    for dropping at the first size; no contender rounds (``contend_time`` 0), one round per size.
+    """
+    from mpi4py import MPI
+
+    import swing_mpi.calibrate as cal
+
+    comm = MPI.COMM_WORLD
+    p = comm.Get_size()
+    monkeypatch.setattr(cal, "beaten", lambda before, now, **kw: now[0] > 1.0)
+    series = cal.series_for((p,), native=True, algorithms=["ring", "recdoub", "swing-bw"])
+    m = cal.measure(comm, [4096, 64 << 10], series, dims=(p,), iters=1, warmup=1, point_time=1e-9,
+                    contend_time=0.0, contend_floor=0.0, progress=False)
+    assert _all_equal(comm, m.rounds)
+    first = {s.name: m.rounds[s.name][0] for s in series}
+    best = min(m.medians[k][0] for k in first)
+    for k, v in first.items():
+        assert m.medians[k][0] == pytest.approx(float(np.median(v)))
+        # the fastest kept its one call; every other got a second before being judged
+        assert len(v) == (1 if m.medians[k][0] == best else 2), (k, v)
+        # judged on its best call: dropped (not run at the last size) exactly when that is slower than the fastest
+        assert len(m.rounds[k][1]) == (0 if min(v) > best else 1), (k, v, m.rounds[k][1])
+
+
+@pytest.mark.mpi(min_size=2)
 def test_tuning_for_comm_equal_on_all_ranks(mpi_tmp_path, monkeypatch):
     """Only rank 0's file and environment count: other ranks point at a broken file and another network."""
     import warnings
