@@ -286,7 +286,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     sweep_cmd = shlex.join([sys.executable, *sys.argv]) if argv is None else shlex.join(["benchmarks/sweep.py", *argv])
     lines = [f"# sweep: {sweep_cmd}", f"# cwd: {os.getcwd()}"]
     if args.lab:
-        from swing_mpi.lab.plan import DEFAULT_BURST_KIB, DEFAULT_MTU, DEFAULT_RATE_MBIT, make_plan
+        from swing_mpi.lab.plan import DEFAULT_BURST_KIB, DEFAULT_MTU, DEFAULT_RATE_MBIT, make_plan, usable_cpus
 
         rate = args.rate_mbit if args.rate_mbit is not None else DEFAULT_RATE_MBIT
         mtu = args.mtu if args.mtu is not None else DEFAULT_MTU
@@ -297,7 +297,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except ValueError as e:
             _say(f"sweep: lab: {e}")
             return 2
-        note = plan.cpu_note(len(os.sched_getaffinity(0)))
+        note = plan.cpu_note(usable_cpus())
         if note:
             _say(f"sweep: lab: note: {note}")
             lines.append(f"# note: {note}")

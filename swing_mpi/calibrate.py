@@ -346,6 +346,7 @@ def measure(comm: Any, sizes: Sequence[int], series: Sequence[Series], *, dims: 
             extra += _round(comm, calls, pick.sample(close, len(close)), samples, settle_here)
             races = [narrowed(r, samples) for r in races]
         close = sorted({j for r in races for j in r})  # the same count as n_close: every table's race, at its end
+        most = max(len(x) for x in samples) if samples else rounds  # before any call confirming a drop below
         meds = {s.name: float(np.median(samples[j])) for j, s in enumerate(run)}
         best = min(meds.values()) if meds else math.inf
         dropped = []
@@ -369,7 +370,6 @@ def measure(comm: Any, sizes: Sequence[int], series: Sequence[Series], *, dims: 
         live = [s for s in run if s not in dropped]
         if progress:
             fastest = min(meds, key=lambda k: meds[k]) if meds else "-"
-            most = max(len(x) for x in samples) if samples else rounds
             more = f" (+{most - rounds} of {n_close} within {CONTEND_MARGIN:.0%}" \
                    f"{f', {len(close)} to the end' if len(close) < n_close else ''})" if most > rounds else ""
             _say(comm, f"calibrate: {format_size(n):>9}: {len(run)} candidates x {rounds} rounds{more}, fastest "

@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from collections.abc import Sequence
 
 from ..topology import Torus
 from .lab import Lab, parse_placement
-from .plan import DEFAULT_BURST_KIB, DEFAULT_MTU, DEFAULT_PREFIX, DEFAULT_RATE_MBIT, make_plan
+from .plan import DEFAULT_BURST_KIB, DEFAULT_MTU, DEFAULT_PREFIX, DEFAULT_RATE_MBIT, make_plan, usable_cpus
 from .system import LabError, LabUnavailableError, cleanup_stale, lab_available
 
 __all__ = ["add_arguments", "run", "main", "build_parser"]
@@ -29,14 +28,6 @@ __all__ = ["add_arguments", "run", "main", "build_parser"]
 
 def _say(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
-
-
-def _cpus() -> int:
-    """Return how many cores this process may run on (the lab's ranks and its kernel work share them)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux; the lab needs Linux anyway
-        return os.cpu_count() or 1
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -116,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as e:
         _say(f"lab: {e}")
         return 2
-    note = plan.cpu_note(_cpus())
+    note = plan.cpu_note(usable_cpus())
     if args.plan:
         try:
             print(f"# {plan.describe()}")

@@ -28,6 +28,7 @@ Layout (docs/lab.md says why):
 from __future__ import annotations
 
 import math
+import os
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -52,6 +53,7 @@ __all__ = [
     "DEFAULT_BURST_KIB",
     "TBF_LATENCY",
     "CARRIED_BYTES_PER_S_PER_CPU",
+    "usable_cpus",
 ]
 
 DEFAULT_PREFIX = "swl"
@@ -65,6 +67,14 @@ CARRIED_BYTES_PER_S_PER_CPU = 0.65e9
 the ranks beside it), on the 2-core development machine: 8x8 at 40 Mbit/s carried 95 % of its 1.28 GB/s,
 4x4x4 56 % of 1.92 GB/s. A rough guide for :meth:`LabPlan.cpu_note`, not a limit."""
 _IFNAMSIZ = 15  # longest Linux interface name
+
+
+def usable_cpus() -> int:
+    """Return how many cores this process may run on (a lab's ranks and its kernel work share them)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux; the lab needs Linux anyway
+        return os.cpu_count() or 1
 
 _PREFIX_RE = re.compile(r"[a-z]{1,6}")
 _RUN_ID_RE = re.compile(r"[0-9a-f]{1,8}")

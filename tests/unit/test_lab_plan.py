@@ -223,7 +223,7 @@ def test_cpu_note_when_all_links_at_once_ask_more_than_the_cores_carry(capsys, m
     with pytest.raises(ValueError, match="cpus"):
         cube.cpu_note(0)
 
-    monkeypatch.setattr(cli, "_cpus", lambda: 2)
+    monkeypatch.setattr(cli, "usable_cpus", lambda: 2)
     assert cli.main(["--dims", "4x4x4", "--plan"]) == 0
     assert "# note: 384 link directions" in capsys.readouterr().out
     assert cli.main(["--dims", "4x4x4", "--rate-mbit", "20", "--plan"]) == 0
