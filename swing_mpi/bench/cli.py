@@ -127,6 +127,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="time K back-to-back calls from one barrier and report the time per call (the steady "
                    "state of a loop of calls, as nccl-tests time it); default 1: a barrier before every call, "
                    "as the OSU benchmarks. In place, the calls of a batch reduce the earlier results")
+    g.add_argument("--settle", type=int, default=0, metavar="K",
+                   help="K untimed calls of the same algorithm right before each timed one, so that it follows "
+                   "its own kind as in a program's loop, not another algorithm's call (which alone made small "
+                   "calls 10-40%% slower on shared memory); default 0")
     g.add_argument("--start", choices=STARTS, default="barrier",
                    help="how a timed call starts: barrier (default: each rank times from its own exit of a "
                    "barrier, as the OSU benchmarks) or sync (every rank starts at one instant agreed after the "
@@ -197,6 +201,9 @@ class Config:
         self.batch: int = getattr(args, "batch", 1)
         if self.batch < 1:
             raise ValueError(f"--batch must be >= 1, got {self.batch}")
+        self.settle: int = getattr(args, "settle", 0) or 0
+        if self.settle < 0:
+            raise ValueError(f"--settle must be >= 0, got {self.settle}")
         self.start: str = getattr(args, "start", None) or "barrier"
         if self.start not in STARTS:
             raise ValueError(f"--start {self.start!r}: expected one of {', '.join(STARTS)}")

@@ -269,7 +269,7 @@ def prepare_point(comm: Any, mpi_op: Any, cfg: Config, alg: str, dims: Any, pt: 
     warm = [timed(comm, pt, call, recv) for _ in range(cfg.warmup)]
     est = comm.allreduce(float(np.median(warm)) if warm else t_first, op=MPI.MAX)
     iters = iterations_for(pt.nbytes * cfg.batch, cfg.iters, max_bytes=cfg.max_bytes,
-                           seconds_per_call=est * cfg.batch, max_time=cfg.max_time)
+                           seconds_per_call=est * (cfg.batch + cfg.settle), max_time=cfg.max_time)
     return Prepared(alg, call, recv, int(wrong), iters)
 
 
@@ -356,6 +356,7 @@ def environment(comm: Any, cfg: Config, dims: tuple[int, ...], dims_source: str,
         "check": cfg.check,
         "interleave": cfg.interleave,
         "batch": cfg.batch,
+        "settle": cfg.settle,
         "start": cfg.start,
         "seed": cfg.seed,
         "sizes": list(sizes),
@@ -469,7 +470,8 @@ def run_bench(comm: Any, cfg: Config, *, start: Callable[[dict[str, Any]], None]
                 algs = memory.fit(comm, algs, runs, left_out, budget, pt.nbytes, datatype.Get_size(), dims, exact,
                                   env["left_out"])
             preps = [prepare_point(comm, mpi_op, cfg, alg, dims, pt, exact=exact, ours=ours) for alg in algs]
-            results = time_point(comm, pt, preps, interleave=cfg.interleave, batch=cfg.batch, start=sync)
+            results = time_point(comm, pt, preps, interleave=cfg.interleave, batch=cfg.batch, start=sync,
+                                 settle=cfg.settle)
             for alg, res in zip(algs, results):
                 size_rows.append({
                     "size": pt.nbytes, "count": pt.block, "type": cfg.dtype, "redop": cfg.op,

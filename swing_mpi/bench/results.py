@@ -184,6 +184,9 @@ def env_header_lines(env: Mapping[str, Any]) -> list[str]:
     batch = int(env.get("batch", 1) or 1)
     if batch > 1:
         order += f"; an iteration is {batch} back-to-back calls from one barrier, its time per call"
+    settle = int(env.get("settle", 0) or 0)
+    if settle:
+        order += f"; each timed call follows {settle} untimed call{'s' if settle > 1 else ''} of the same algorithm"
     if env.get("start") == "sync":
         lead = env.get("start_lead_s")
         order += ("; every rank starts at one instant agreed after the barrier"

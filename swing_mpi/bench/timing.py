@@ -88,12 +88,17 @@ def barrier(comm: Any) -> None:
 
 
 def timed(comm: Any, pt: Point, call: Callable[[], Any], recv: np.ndarray, batch: int = 1,
-           start: Callable[[], float] | None = None) -> float:
+           start: Callable[[], float] | None = None, settle: int = 0) -> float:
     """Time ``batch`` back-to-back calls from a barrier (or ``start``'s instant); return the time per call.
 
     In place, the input is loaded into ``recv`` first (once: the later calls
     of a batch reduce the earlier results, as a program's loop would).
+    ``settle``: untimed calls of the same algorithm first (each on the input),
+    so the timed one follows its own kind, as in a program's loop.
     """
+    for _ in range(settle):
+        pt.load(recv)
+        call()
     pt.load(recv)
     if start is None:
         barrier(comm)
@@ -167,11 +172,20 @@ def order_seed(comm: Any) -> int:
 
 def time_point(comm: Any, pt: Point, preps: Sequence[Prepared], *, interleave: bool = True,
                batch: int = 1, start: Callable[[], float] | None = None,
-               seed: int | None = None) -> list[dict[str, Any]]:
+               seed: int | None = None, settle: int = 0) -> list[dict[str, Any]]:
     """Time every prepared algorithm on ``pt``; return one result dict per algorithm, equal on all ranks.
 
     ``batch``: calls per iteration, back to back from one barrier (:func:`timed`).
     ``start``: how an iteration starts (:class:`SyncStart`); default a barrier.
+    ``settle``: untimed calls of the same algorithm right before each timed
+    one (:func:`timed`). Interleaved, a timed call otherwise follows another
+    algorithm's call, and that alone slows it: on shared memory at 8 B-1 KiB a
+    call of ``MPI_Allreduce`` right after our ``auto`` (which ran the same
+    ``MPI_Allreduce`` on other arrays) took 10-40 % longer than right after
+    itself, in every launch, and in a round robin of two algorithms half the
+    calls follow the other one, so the medians fell between the two modes
+    and two rows of the same MPI call differed by 0.89-1.29x from launch to
+    launch. A program calls one allreduce again and again: ``settle`` 1 times that.
 
     ``interleave``: iteration ``i`` of every algorithm, then iteration ``i+1``
     (round robin), so a burst of machine noise lands on all algorithms alike,
@@ -192,11 +206,11 @@ def time_point(comm: Any, pt: Point, preps: Sequence[Prepared], *, interleave: b
             for j in next(orders):
                 q = preps[j]
                 if i < q.iters:
-                    q.times.append(timed(comm, pt, q.call, q.recv, batch, start))
+                    q.times.append(timed(comm, pt, q.call, q.recv, batch, start, settle))
     else:  # one algorithm after the other, in an order of the seed's: none is always first or after the same one
         for j in next(orders):
             q = preps[j]
-            q.times = [timed(comm, pt, q.call, q.recv, batch, start) for _ in range(q.iters)]
+            q.times = [timed(comm, pt, q.call, q.recv, batch, start, settle) for _ in range(q.iters)]
     flat = np.array([t for q in preps for t in q.times], np.float64)
     comm.Allreduce(MPI.IN_PLACE, flat, MPI.MAX)  # an iteration takes as long as its slowest rank
     bus = pt.collective.bus_factor(comm.Get_size())

@@ -185,6 +185,45 @@ def test_orders_put_every_candidate_after_every_other_equally_often(n):
         assert max(after.values()) <= 5
 
 
+@pytest.mark.parametrize("interleave", [True, False])
+@pytest.mark.parametrize("settle", [0, 1, 2])
+def test_settle_puts_untimed_calls_of_the_same_algorithm_right_before_each_timed_one(interleave, settle):
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from swing_mpi.bench.measure import Prepared
+    from swing_mpi.bench.timing import time_point
+
+    log: list[str] = []
+
+    class Comm:  # one rank: what time_point and its barrier call
+        def Get_rank(self):  # noqa: N802
+            return 0
+
+        def Get_size(self):  # noqa: N802
+            return 1
+
+        def Barrier(self):  # noqa: N802
+            log.append("|")
+
+        def Allreduce(self, *args):  # noqa: N802
+            pass
+
+    loads = []
+    pt = SimpleNamespace(load=lambda recv: loads.append(len(log)), nbytes=8,
+                         collective=SimpleNamespace(bus_factor=lambda p: 1.0))
+    preps = [Prepared(a, lambda a=a: log.append(a), np.zeros(1), 0, 5) for a in "abc"]
+    rows = time_point(Comm(), pt, preps, interleave=interleave, seed=3, settle=settle)
+    assert [len(r["times_us"]) for r in rows] == [5, 5, 5]
+    segments = "".join(log).split("|")  # a barrier before each timed call
+    timed = [seg[0] for seg in segments[1:]]  # each timed call comes first after its barrier ...
+    assert sorted(timed) == sorted("abc" * 5)
+    settling = [segments[0]] + [seg[1:] for seg in segments[1:]]  # ... the next one's settling calls after it
+    assert settling == [t * settle for t in timed] + [""]
+    assert len(loads) == 15 * (settle + 1)  # the input is loaded before every call, settling ones too
+
+
 # -- options -------------------------------------------------------------------------------------
 
 def test_defaults_and_quick():
