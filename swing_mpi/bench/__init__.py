@@ -35,10 +35,11 @@ maximum over ranks (the local times are reduced with MAX after the loop).
 time per call (a program's loop of calls, as nccl-tests time it: one
 barrier's exit skew spread over K calls instead of paid by each).
 ``--settle K`` puts K untimed calls of the same algorithm right before each
-timed one, so it follows its own kind as in a program's loop: in a round robin
-a call follows another algorithm's, and on shared memory at 8 B-1 KiB that
-alone made ``MPI_Allreduce`` 10-40 % slower than right after itself (even
-after our ``auto`` running the same ``MPI_Allreduce`` on other arrays).
+timed one, so it finds the links in the state its own calls leave (a rate
+limiter's burst, a queue), not the previous algorithm's. On shared memory at
+8 B-1 KiB even settled calls ran slower right after a switch of algorithm
+(the same ``MPI_Allreduce`` called by ``auto`` and directly: 5-40 % in every
+launch): to compare two algorithms that closely, time them ``--blocked``.
 ``--start sync`` starts every rank's timed call at one instant agreed after
 the barrier, on the clock all processes of one host share, and times each
 rank from that instant (:class:`~swing_mpi.bench.timing.SyncStart`, as

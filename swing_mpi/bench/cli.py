@@ -128,9 +128,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    "state of a loop of calls, as nccl-tests time it); default 1: a barrier before every call, "
                    "as the OSU benchmarks. In place, the calls of a batch reduce the earlier results")
     g.add_argument("--settle", type=int, default=0, metavar="K",
-                   help="K untimed calls of the same algorithm right before each timed one, so that it follows "
-                   "its own kind as in a program's loop, not another algorithm's call (which alone made small "
-                   "calls 10-40%% slower on shared memory); default 0")
+                   help="K untimed calls of the same algorithm right before each timed one, so that it finds the "
+                   "links as its own calls leave them (a rate limiter's burst, a queue), not as another "
+                   "algorithm's left them; default 0")
     g.add_argument("--start", choices=STARTS, default="barrier",
                    help="how a timed call starts: barrier (default: each rank times from its own exit of a "
                    "barrier, as the OSU benchmarks) or sync (every rank starts at one instant agreed after the "

