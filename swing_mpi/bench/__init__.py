@@ -39,7 +39,9 @@ timed one, so it finds the links in the state its own calls leave (a rate
 limiter's burst, a queue), not the previous algorithm's. On shared memory at
 8 B-1 KiB even settled calls ran slower right after a switch of algorithm
 (the same ``MPI_Allreduce`` called by ``auto`` and directly: 5-40 % in every
-launch): to compare two algorithms that closely, time them ``--blocked``.
+launch): to compare two algorithms that closely, give each a turn of several
+calls in a row (``--streak K``: only the first follows a switch) or time them
+``--blocked``.
 ``--start sync`` starts every rank's timed call at one instant agreed after
 the barrier, on the clock all processes of one host share, and times each
 rank from that instant (:class:`~swing_mpi.bench.timing.SyncStart`, as

@@ -131,6 +131,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="K untimed calls of the same algorithm right before each timed one, so that it finds the "
                    "links as its own calls leave them (a rate limiter's burst, a queue), not as another "
                    "algorithm's left them; default 0")
+    g.add_argument("--streak", type=int, default=1, metavar="K",
+                   help="interleaved, time K calls of an algorithm in a row before the next one's turn, so that "
+                   "only the first of them follows a switch of algorithm (on shared memory that call ran 5-40%% "
+                   "slower at 8 B-1 KiB); default 1")
     g.add_argument("--start", choices=STARTS, default="barrier",
                    help="how a timed call starts: barrier (default: each rank times from its own exit of a "
                    "barrier, as the OSU benchmarks) or sync (every rank starts at one instant agreed after the "
@@ -204,6 +208,9 @@ class Config:
         self.settle: int = getattr(args, "settle", 0) or 0
         if self.settle < 0:
             raise ValueError(f"--settle must be >= 0, got {self.settle}")
+        self.streak: int = getattr(args, "streak", 1) or 1
+        if self.streak < 1:
+            raise ValueError(f"--streak must be >= 1, got {self.streak}")
         self.start: str = getattr(args, "start", None) or "barrier"
         if self.start not in STARTS:
             raise ValueError(f"--start {self.start!r}: expected one of {', '.join(STARTS)}")

@@ -357,6 +357,7 @@ def environment(comm: Any, cfg: Config, dims: tuple[int, ...], dims_source: str,
         "interleave": cfg.interleave,
         "batch": cfg.batch,
         "settle": cfg.settle,
+        "streak": cfg.streak,
         "start": cfg.start,
         "seed": cfg.seed,
         "sizes": list(sizes),
@@ -471,7 +472,7 @@ def run_bench(comm: Any, cfg: Config, *, start: Callable[[dict[str, Any]], None]
                                   env["left_out"])
             preps = [prepare_point(comm, mpi_op, cfg, alg, dims, pt, exact=exact, ours=ours) for alg in algs]
             results = time_point(comm, pt, preps, interleave=cfg.interleave, batch=cfg.batch, start=sync,
-                                 settle=cfg.settle)
+                                 settle=cfg.settle, streak=cfg.streak)
             for alg, res in zip(algs, results):
                 size_rows.append({
                     "size": pt.nbytes, "count": pt.block, "type": cfg.dtype, "redop": cfg.op,

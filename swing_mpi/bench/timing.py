@@ -172,7 +172,7 @@ def order_seed(comm: Any) -> int:
 
 def time_point(comm: Any, pt: Point, preps: Sequence[Prepared], *, interleave: bool = True,
                batch: int = 1, start: Callable[[], float] | None = None,
-               seed: int | None = None, settle: int = 0) -> list[dict[str, Any]]:
+               seed: int | None = None, settle: int = 0, streak: int = 1) -> list[dict[str, Any]]:
     """Time every prepared algorithm on ``pt``; return one result dict per algorithm, equal on all ranks.
 
     ``batch``: calls per iteration, back to back from one barrier (:func:`timed`).
@@ -187,6 +187,10 @@ def time_point(comm: Any, pt: Point, preps: Sequence[Prepared], *, interleave: b
     amount that differs per algorithm and launch (ratios of the same call
     0.86-1.29 across launches); timed ``interleave=False`` (a block of each,
     as a program's loop) the same pairs gave 0.95-1.09.
+    ``streak``: interleaved, each algorithm's turn is that many timed calls
+    in a row (iterations ``i .. i+streak-1``), so only the first of them
+    follows a switch, while slow drifts of the machine still land on every
+    algorithm alike.
 
     ``interleave``: iteration ``i`` of every algorithm, then iteration ``i+1``
     (round robin), so a burst of machine noise lands on all algorithms alike,
@@ -203,10 +207,10 @@ def time_point(comm: Any, pt: Point, preps: Sequence[Prepared], *, interleave: b
         seed = order_seed(comm)
     orders = shuffled(len(preps), seed)
     if interleave:
-        for i in range(max((q.iters for q in preps), default=0)):
+        for i in range(0, max((q.iters for q in preps), default=0), streak):
             for j in next(orders):
                 q = preps[j]
-                if i < q.iters:
+                for _ in range(min(streak, q.iters - i)):
                     q.times.append(timed(comm, pt, q.call, q.recv, batch, start, settle))
     else:  # one algorithm after the other, in an order of the seed's: none is always first or after the same one
         for j in next(orders):

@@ -185,6 +185,25 @@ def test_orders_put_every_candidate_after_every_other_equally_often(n):
         assert max(after.values()) <= 5
 
 
+class _OneRank:
+    """One rank: what time_point and its barrier call; a barrier writes "|" into ``log``."""
+
+    def __init__(self, log: list[str]):
+        self.log = log
+
+    def Get_rank(self):  # noqa: N802
+        return 0
+
+    def Get_size(self):  # noqa: N802
+        return 1
+
+    def Barrier(self):  # noqa: N802
+        self.log.append("|")
+
+    def Allreduce(self, *args):  # noqa: N802
+        pass
+
+
 @pytest.mark.parametrize("interleave", [True, False])
 @pytest.mark.parametrize("settle", [0, 1, 2])
 def test_settle_puts_untimed_calls_of_the_same_algorithm_right_before_each_timed_one(interleave, settle):
@@ -196,20 +215,7 @@ def test_settle_puts_untimed_calls_of_the_same_algorithm_right_before_each_timed
     from swing_mpi.bench.timing import time_point
 
     log: list[str] = []
-
-    class Comm:  # one rank: what time_point and its barrier call
-        def Get_rank(self):  # noqa: N802
-            return 0
-
-        def Get_size(self):  # noqa: N802
-            return 1
-
-        def Barrier(self):  # noqa: N802
-            log.append("|")
-
-        def Allreduce(self, *args):  # noqa: N802
-            pass
-
+    Comm = lambda: _OneRank(log)  # noqa: E731
     loads = []
     pt = SimpleNamespace(load=lambda recv: loads.append(len(log)), nbytes=8,
                          collective=SimpleNamespace(bus_factor=lambda p: 1.0))
@@ -222,6 +228,34 @@ def test_settle_puts_untimed_calls_of_the_same_algorithm_right_before_each_timed
     settling = [segments[0]] + [seg[1:] for seg in segments[1:]]  # ... the next one's settling calls after it
     assert settling == [t * settle for t in timed] + [""]
     assert len(loads) == 15 * (settle + 1)  # the input is loaded before every call, settling ones too
+
+
+@pytest.mark.parametrize("streak", [1, 2, 3, 7])
+def test_streak_gives_each_algorithm_turns_of_consecutive_timed_calls(streak):
+    import itertools
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from swing_mpi.bench.measure import Prepared
+    from swing_mpi.bench.timing import shuffled, time_point
+
+    log: list[str] = []
+    pt = SimpleNamespace(load=lambda recv: None, nbytes=8, collective=SimpleNamespace(bus_factor=lambda p: 1.0))
+    iters = {"a": 7, "b": 7, "c": 4}
+    preps = [Prepared(a, lambda a=a: log.append(a), np.zeros(1), 0, n) for a, n in iters.items()]
+    rows = time_point(_OneRank(log), pt, preps, interleave=True, seed=5, streak=streak)
+    assert [len(r["times_us"]) for r in rows] == list(iters.values())
+    timed = "".join(log).replace("|", "")
+    assert sorted(timed) == sorted("a" * 7 + "b" * 7 + "c" * 4)
+    orders = shuffled(3, 5)  # round r: every algorithm with calls left takes a turn of streak calls
+    expected = "".join("".join(k * max(0, min(streak, iters[k] - r)) for k in (preps[j].alg for j in next(orders)))
+                       for r in range(0, 7, streak))
+    assert timed == expected
+    runs = [len(list(g)) for _, g in itertools.groupby(timed)]
+    assert max(runs) <= 2 * streak  # two turns of one algorithm meet only at a seam between rounds
+    if streak >= 7:  # one turn holds all of an algorithm's calls: blocks
+        assert len(runs) == 3
 
 
 # -- options -------------------------------------------------------------------------------------
