@@ -31,7 +31,10 @@ Measurement:
     (float64, or int64 for the exact ops: :func:`table_groups`) get
     rounds of their own, up to 7 samples each or three times ``--point-time`` more
     (at least 8 s): the pick among close contenders is what a noisy median gets
-    wrong. After each such round a contender whose every sample (three or more) is
+    wrong. A candidate timed once there within 2x of the fastest gets a second
+    call first, and until it has three calls its best one decides whether it is
+    within the 25 % (:func:`to_confirm`, :func:`race_basis`): one slow call must
+    not keep the fastest out of the race. After each such round a contender whose every sample (three or more) is
     slower than the leader's median drops out (:func:`narrowed`), so the two or
     three that matter share the time left. ``--warmup`` untimed calls
     per candidate come first, except after a size whose rounds took over half
@@ -92,7 +95,8 @@ from .units import format_size, parse_size, parse_sizes
 
 __all__ = [
     "add_arguments", "run", "main", "Series", "beaten", "series_for", "Measured", "measure", "measure_gamma", "fit",
-    "Fit", "narrowed", "table_groups", "contenders", "native_threshold", "tables_from", "calibrate", "report",
+    "Fit", "narrowed", "table_groups", "contenders", "race_basis", "to_confirm", "native_threshold", "tables_from",
+    "calibrate", "report",
     "nnls", "DEFAULT_SIZES",
 ]
 
@@ -114,6 +118,12 @@ CONTEND_ROUNDS = 7
 """Contenders get rounds of their own until each has this many samples ..."""
 CONTEND_TIME = 3.0
 """... or these rounds have taken this many times ``--point-time`` ..."""
+CONFIRM_WITHIN = 2.0
+"""A candidate timed once at a size, within this factor of its table's fastest but not within
+``CONTEND_MARGIN``, gets a second call before the races are drawn, and with fewer than three calls its
+best one decides whether it races: one slow call must not keep it out (shared memory, Open MPI, 16 ranks,
+16 MiB: swing-bw-1port took 150 ms in its one round, native 77 ms; head to head swing-bw-1port was the
+faster, 1.11-1.17x, in three launches of three)."""
 CONTEND_FLOOR = 8.0
 """... or this many seconds, if more: on shared memory (``--point-time`` 1 s) a round of six contenders at
 16 MiB on 16 ranks takes 1.6 s with its settling calls, and three samples each ordered two candidates
@@ -210,6 +220,29 @@ def narrowed(close: Sequence[int], samples: Sequence[Sequence[float]], *, least:
     lead = min(close, key=lambda j: statistics.median(samples[j]))
     bar = statistics.median(samples[lead])
     return [j for j in close if j == lead or len(samples[j]) < least or min(samples[j]) <= bar]
+
+
+def race_basis(samples: Sequence[Sequence[float]]) -> list[float]:
+    """Return the time each candidate races on: its median from three calls on, its best call before."""
+    import statistics
+
+    return [statistics.median(x) if len(x) >= 3 else min(x, default=math.inf) for x in samples]
+
+
+def to_confirm(groups: Sequence[Sequence[int]], samples: Sequence[Sequence[float]], *,
+               margin: float = CONTEND_MARGIN, within: float = CONFIRM_WITHIN) -> list[int]:
+    """Return the candidates to time once more before the races (:data:`CONFIRM_WITHIN`).
+
+    Those timed once, outside ``margin`` of their table's fastest but within ``within`` times it.
+    """
+    basis = race_basis(samples)
+    out: set[int] = set()
+    for g in groups:
+        if not g:
+            continue
+        lead = min(basis[j] for j in g)
+        out |= {j for j in g if len(samples[j]) == 1 and lead * (1 + margin) < basis[j] <= lead * within}
+    return sorted(out)
 
 
 def table_groups(run: Sequence[Series]) -> list[list[int]]:
@@ -332,8 +365,11 @@ def measure(comm: Any, sizes: Sequence[int], series: Sequence[Series], *, dims: 
         # the few within CONTEND_MARGIN of the fastest get more rounds of their own where the time cap left
         # them few: the pick among them is what matters, and a round of two or three is cheap
         # (per decision table: an exact-only leader must not hide the float64 table's close race)
-        first = [float(np.median(x)) for x in samples]
-        races = contenders(table_groups(run), first)
+        groups = table_groups(run)
+        again = to_confirm(groups, samples)
+        if again:  # a candidate's one slow call must not keep it out of the race (CONFIRM_WITHIN)
+            _round(comm, calls, random.Random(seed + count + 2).sample(again, len(again)), samples, settle_here)
+        races = contenders(groups, race_basis(samples))
         n_close = len({j for r in races for j in r})
         extra = 0.0
         want = min(CONTEND_ROUNDS, iters)

@@ -466,6 +466,24 @@ def test_calibrate_narrows_the_contenders_to_the_leaders_rivals():
     assert narrowed([0, 1], tied) == [0, 1]  # equal is not slower
 
 
+def test_one_slow_call_does_not_keep_a_candidate_out_of_the_race():
+    from swing_mpi.calibrate import contenders, race_basis, to_confirm
+
+    # Open MPI, 16 ranks, 16 MiB, one round each (ms): swing-bw-1port's one call was slow
+    samples = [[76.5], [150.4], [98.0], [189.6], [90.0]]
+    assert to_confirm([[0, 1, 2, 3, 4]], samples) == [1, 2]  # within 2x, not within 25 %; 4 already races
+    assert to_confirm([[0, 1, 2, 3, 4]], samples, within=1.5) == [2]
+    assert to_confirm([[0, 1], [2, 3]], samples) == [1, 3]  # each table has its own leader
+    samples[1].append(64.0)  # its second call: the fastest of all
+    samples[2].append(99.0)
+    basis = race_basis(samples)
+    assert basis[:3] == [76.5, 64.0, 98.0]  # the best of fewer than three calls, else the median
+    assert race_basis([[5.0, 1.0, 3.0, 4.0]]) == [3.5] and race_basis([[]]) == [float("inf")]
+    assert contenders([[0, 1, 2, 3, 4]], basis) == [[0, 1]]  # 76.5 is within 25 % of 64; 90 is not
+    assert to_confirm([[0, 1, 2, 3, 4]], samples) == [4]  # timed once, 1.41x the new leader: once more
+    assert to_confirm([[0, 1]], [[10.0, 10.0], [30.0]]) == []  # over 2x: beaten, not unlucky
+
+
 def test_contenders_race_within_each_decision_table():
     from swing_mpi.calibrate import contenders, series_for, table_groups
 

@@ -9,6 +9,8 @@
 #        ITERS=15 ... timed calls per algorithm (round robin, a new order each round, each algorithm right after
 #        each other equally often); BLOCKED=1 ... each algorithm's calls back to back instead (the steady state of a
 #        program's repeated calls, what calibrate's settling calls measure; the algorithms in a random order);
+#        STREAK=K ... round robin in turns of K calls of one algorithm (only the first of a turn follows a switch,
+#        and a drift of the lab lands on every algorithm alike, which BLOCKED's one block each does not);
 #        NAME=x ... files h2h-lab-DIMS-x-SIZE-N.* and summary-h2h-lab-DIMS-x.txt (a second run beside the first)
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
@@ -23,7 +25,7 @@ for spec in "$@"; do
     .venv/bin/python -m swing_mpi lab --dims "$D" --rate-mbit 40 --mtu 65000 --timeout 1200 \
       --env "SWING_MPI_TUNING=$R/tuning-lab-$D.json" -- \
       .venv/bin/python -m mpi4py -m swing_mpi bench --algorithms "auto,$algs" --dims "$D" --sizes "$size" \
-      --iters "${ITERS:-15}" --warmup 1 --max-time 0 --bw-unit MB ${BLOCKED:+--blocked} --quiet --json "$f.json" > "$f.txt"
+      --iters "${ITERS:-15}" --warmup 1 --max-time 0 --bw-unit MB ${BLOCKED:+--blocked} ${STREAK:+--streak $STREAK} --quiet --json "$f.json" > "$f.txt"
     files+=("$f.json")
   done
 done
