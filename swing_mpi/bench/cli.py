@@ -205,12 +205,17 @@ class Config:
         self.batch: int = getattr(args, "batch", 1)
         if self.batch < 1:
             raise ValueError(f"--batch must be >= 1, got {self.batch}")
-        self.settle: int = getattr(args, "settle", 0) or 0
+        settle = getattr(args, "settle", None)
+        self.settle: int = 0 if settle is None else int(settle)
         if self.settle < 0:
             raise ValueError(f"--settle must be >= 0, got {self.settle}")
-        self.streak: int = getattr(args, "streak", 1) or 1
+        streak = getattr(args, "streak", None)
+        self.streak: int = 1 if streak is None else int(streak)
         if self.streak < 1:
             raise ValueError(f"--streak must be >= 1, got {self.streak}")
+        if self.streak > 1 and not self.interleave:
+            raise ValueError("--streak K gives each algorithm turns of K calls in the round robin; "
+                             "--blocked times all of an algorithm's calls in one block already: use one of them")
         self.start: str = getattr(args, "start", None) or "barrier"
         if self.start not in STARTS:
             raise ValueError(f"--start {self.start!r}: expected one of {', '.join(STARTS)}")

@@ -294,6 +294,14 @@ def test_options():
     assert Config(_parse()).batch == 1 and Config(_parse("--batch", "4")).batch == 4
     with pytest.raises(ValueError, match="--batch must be >= 1"):
         Config(_parse("--batch", "0"))
+    assert Config(_parse("--streak", "8")).streak == 8 and Config(_parse("--settle", "2")).settle == 2
+    with pytest.raises(ValueError, match="--streak must be >= 1"):
+        Config(_parse("--streak", "0"))
+    with pytest.raises(ValueError, match="--settle must be >= 0"):
+        Config(_parse("--settle", "-1"))
+    with pytest.raises(ValueError, match="use one of them"):
+        Config(_parse("--streak", "4", "--blocked"))
+    assert not Config(_parse("--streak", "1", "--blocked")).interleave
 
 
 def test_cli_wires_bench():
