@@ -179,11 +179,13 @@ def env_header_lines(env: Mapping[str, Any]) -> list[str]:
         + ("the reduce-scatter input" if coll.reduces else "the all-gather output")
         + "), count = elements per rank")
     cap = format_size(env["max_bytes"]) if env["max_bytes"] else "no cap"
-    order = ("round robin over the algorithms of a size, in a new order each iteration" if env.get("interleave", True)
-             else "one algorithm after the other, in a random order")
     streak = int(env.get("streak", 1) or 1)
-    if streak > 1 and env.get("interleave", True):
+    if not env.get("interleave", True):
+        order = "one algorithm after the other, in a random order"
+    elif streak > 1:
         order = f"round robin over the algorithms of a size, {streak} calls a turn, in a new order each round"
+    else:
+        order = "round robin over the algorithms of a size, in a new order each iteration"
     batch = int(env.get("batch", 1) or 1)
     if batch > 1:
         order += f"; an iteration is {batch} back-to-back calls from one barrier, its time per call"

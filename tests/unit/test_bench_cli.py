@@ -215,12 +215,11 @@ def test_settle_puts_untimed_calls_of_the_same_algorithm_right_before_each_timed
     from swing_mpi.bench.timing import time_point
 
     log: list[str] = []
-    Comm = lambda: _OneRank(log)  # noqa: E731
     loads = []
     pt = SimpleNamespace(load=lambda recv: loads.append(len(log)), nbytes=8,
                          collective=SimpleNamespace(bus_factor=lambda p: 1.0))
     preps = [Prepared(a, lambda a=a: log.append(a), np.zeros(1), 0, 5) for a in "abc"]
-    rows = time_point(Comm(), pt, preps, interleave=interleave, seed=3, settle=settle)
+    rows = time_point(_OneRank(log), pt, preps, interleave=interleave, seed=3, settle=settle)
     assert [len(r["times_us"]) for r in rows] == [5, 5, 5]
     segments = "".join(log).split("|")  # a barrier before each timed call
     timed = [seg[0] for seg in segments[1:]]  # each timed call comes first after its barrier ...
