@@ -23,8 +23,12 @@ Measurement:
     left: over rate-limited links with a burst allowance a call right after
     a lighter one can run far faster than in a steady stream (3x4 lab, 1 MiB:
     swing-bw 78 ms interleaved, 97 ms after one settling call, 113 ms after
-    two, 111 ms back to back); each call is bracketed
-    by a barrier and its time is the maximum over ranks; the median over the
+    two, 111 ms back to back); each call, settling ones too, starts from a
+    barrier, as the bench times calls (settling calls back to back left the
+    ranks skewed, and on Open MPI with 16 ranks at 16 MiB that slowed our
+    timed call after them 77 -> 88 ms, ``MPI_Allreduce``'s 85 -> 87 ms: auto
+    kept ``MPI_Allreduce`` where the bench timed ours 10 % faster); a timed
+    call's time is the maximum over ranks; the median over the
     rounds is kept. Rounds stop after ``--iters``, or once the size has used
     ``--point-time`` seconds (at least one round). Where that left few rounds
     (slow links, large sizes), the candidates within 25 % of the fastest of their decision table
@@ -278,7 +282,7 @@ def _round(comm: Any, calls: Sequence[Any], which: Sequence[int], samples: list[
     The barrier is the bench's (:func:`swing_mpi.bench.timing.barrier`): with ``SWING_MPI_WAIT=backoff``
     (the lab) a nonblocking one waited on sleeping, so candidates are timed as the bench times them.
 
-    ``settle`` (one number per call): untimed calls of the same candidate
+    ``settle`` (one number per call): untimed calls of the same candidate, each from a barrier,
     just before its timed one (their time counts in the time spent), so the timed
     call finds what its own traffic leaves behind, as in a program that calls it
     repeatedly, not what the previous candidate left (a drained or a refilled link
@@ -293,6 +297,7 @@ def _round(comm: Any, calls: Sequence[Any], which: Sequence[int], samples: list[
     for i, j in enumerate(which):
         t0 = time.perf_counter()
         for _ in range(settle[j]):
+            barrier(comm)
             calls[j]()
         mine[len(which) + i] = time.perf_counter() - t0
         barrier(comm)
@@ -628,9 +633,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              f"{format_size(DEFAULT_DROP_FROM)})")
     parser.add_argument("--settle", type=int, default=DEFAULT_SETTLE,
                         help=f"from {format_size(SETTLE_FROM)} on, untimed calls of a candidate just before each "
-                             f"of its timed ones: it is timed in the state its own calls leave, as in a program "
-                             f"that calls it repeatedly (default {DEFAULT_SETTLE}; 0: timed right after another "
-                             f"candidate)")
+                             f"of its timed ones, each from a barrier: it is timed in the state its own calls "
+                             f"leave, as in a program that calls it repeatedly (default {DEFAULT_SETTLE}; 0: "
+                             f"timed right after another candidate)")
     parser.add_argument("--warmup", "-x", type=int, default=DEFAULT_WARMUP,
                         help=f"untimed calls per candidate and size ({DEFAULT_WARMUP})")
     parser.add_argument("--dims", default=None,

@@ -35,8 +35,9 @@ maximum over ranks (the local times are reduced with MAX after the loop).
 time per call (a program's loop of calls, as nccl-tests time it: one
 barrier's exit skew spread over K calls instead of paid by each).
 ``--settle K`` puts K untimed calls of the same algorithm right before each
-timed one, so it finds the links in the state its own calls leave (a rate
-limiter's burst, a queue), not the previous algorithm's. On shared memory at
+timed one (each from a barrier, as the timed one), so it finds the links in
+the state its own calls leave (a rate limiter's burst, a queue), not the
+previous algorithm's. On shared memory at
 8 B-1 KiB even settled calls ran slower right after a switch of algorithm
 (the same ``MPI_Allreduce`` called by ``auto`` and directly: 5-40 % in every
 launch): to compare two algorithms that closely, give each a turn of several

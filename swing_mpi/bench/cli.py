@@ -128,7 +128,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    "state of a loop of calls, as nccl-tests time it); default 1: a barrier before every call, "
                    "as the OSU benchmarks. In place, the calls of a batch reduce the earlier results")
     g.add_argument("--settle", type=int, default=0, metavar="K",
-                   help="K untimed calls of the same algorithm right before each timed one, so that it finds the "
+                   help="K untimed calls of the same algorithm right before each timed one (each from a barrier, as "
+                   "the timed one), so that it finds the "
                    "links as its own calls leave them (a rate limiter's burst, a queue), not as another "
                    "algorithm's left them; default 0")
     g.add_argument("--streak", type=int, default=1, metavar="K",

@@ -221,11 +221,12 @@ def test_settle_puts_untimed_calls_of_the_same_algorithm_right_before_each_timed
     preps = [Prepared(a, lambda a=a: log.append(a), np.zeros(1), 0, 5) for a in "abc"]
     rows = time_point(_OneRank(log), pt, preps, interleave=interleave, seed=3, settle=settle)
     assert [len(r["times_us"]) for r in rows] == [5, 5, 5]
-    segments = "".join(log).split("|")  # a barrier before each timed call
-    timed = [seg[0] for seg in segments[1:]]  # each timed call comes first after its barrier ...
-    assert sorted(timed) == sorted("abc" * 5)
-    settling = [segments[0]] + [seg[1:] for seg in segments[1:]]  # ... the next one's settling calls after it
-    assert settling == [t * settle for t in timed] + [""]
+    before, *segments = "".join(log).split("|")  # a barrier before every call, settling ones too
+    assert before == "" and all(len(seg) == 1 for seg in segments)
+    calls = "".join(segments)
+    turns = [calls[i:i + settle + 1] for i in range(0, len(calls), settle + 1)]
+    assert len(turns) == 15 and all(t == t[0] * (settle + 1) for t in turns)  # settle calls, then the timed one
+    assert sorted(t[0] for t in turns) == sorted("abc" * 5)
     assert len(loads) == 15 * (settle + 1)  # the input is loaded before every call, settling ones too
 
 
