@@ -438,7 +438,7 @@ def test_choose_command_errors(clean_env, capsys, monkeypatch):
     assert "expected one of: torus, flat" in capsys.readouterr().err
 
 
-def test_calibrate_stops_measuring_only_a_candidate_falling_further_behind():
+def test_calibrate_stops_measuring_only_a_candidate_falling_further_behind_or_far_behind_at_large_sizes():
     from swing_mpi.calibrate import beaten
 
     assert not beaten(None, (10.0, 1.0, 1 << 20))
@@ -449,6 +449,13 @@ def test_calibrate_stops_measuring_only_a_candidate_falling_further_behind():
     assert not beaten((1.5, 1e-3, k64), (5.0, 4e-3, k256))  # one size behind is not enough
     assert not beaten((3.5, 1e-3, 16), (5.0, 4e-3, 64))  # tiny sizes never drop (below drop_from)
     assert beaten((3.5, 1e-3, 16), (5.0, 4e-3, 64), drop_from=64)
+    # from 1 MiB on, drop times slower at two sizes in a row is enough, closing or not (swing-lat, MPICH 4x4:
+    # 6.5x at 1 MiB, 4.0x at 4 MiB on a time that grew 2.96x, then 11 s a call at 16 MiB)
+    m1, m4 = 1 << 20, 4 << 20
+    assert beaten((6.5, 42.9e-3, m1), (4.0, 126.9e-3, m4))
+    assert not beaten((6.5, 42.9e-3, k256), (4.0, 126.9e-3, m1))  # below 1 MiB the closing rule still holds
+    assert not beaten((6.5, 42.9e-3, m1), (2.9, 126.9e-3, m4))  # under drop at the second size
+    assert not beaten((2.9, 42.9e-3, m1), (4.0, 126.9e-3, m4))  # ... or at the first
 
 
 def test_calibrate_narrows_the_contenders_to_the_leaders_rivals():
