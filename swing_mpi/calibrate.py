@@ -115,8 +115,8 @@ GROWING = 0.8
 """A candidate is dropped only where its time grows at least like ``size^GROWING`` (see :func:`beaten`) ..."""
 DROP_PLAIN_FROM = 1 << 20
 """... below this size; from here on, ``--drop`` times slower at two sizes in a row is enough: past any
-latency floor, a gap that wide does not close (188 stored calibrations: of 252 such candidates none came
-within 1.37x of the fastest at a larger size; swing-lat on 16 ranks at 16 MiB, kept by the closing rule
+latency floor, a gap that wide does not close (188 stored calibrations: of 252 such candidates the closest
+any came to the fastest at a larger size was 1.37x; swing-lat on 16 ranks at 16 MiB, kept by the closing rule
 at 6.5x then 4.0x: 11 s a call, a fifth of a 56 s calibration)."""
 DEFAULT_SETTLE = 2
 SETTLE_FROM = 16 << 10
