@@ -24,9 +24,10 @@ Measurement:
     a lighter one can run far faster than in a steady stream (3x4 lab, 1 MiB:
     swing-bw 78 ms interleaved, 97 ms after one settling call, 113 ms after
     two, 111 ms back to back); each call, settling ones too, starts from a
-    barrier, as the bench times calls (settling calls back to back left the
-    ranks skewed, and on Open MPI with 16 ranks at 16 MiB that slowed our
-    timed call after them 77 -> 88 ms, ``MPI_Allreduce``'s 85 -> 87 ms: auto
+    barrier, as the bench times calls (settling calls back to back, which
+    presumably leaves the ranks skewed, slowed the timed call after them on
+    Open MPI with 16 ranks at 16 MiB: ours 78 -> 88 ms, ``MPI_Allreduce``'s
+    85 -> 87 ms, and auto
     kept ``MPI_Allreduce`` where the bench timed ours 10 % faster); a timed
     call's time is the maximum over ranks; the median over the
     rounds is kept. Rounds stop after ``--iters``, or once the size has used

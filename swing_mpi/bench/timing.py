@@ -96,9 +96,9 @@ def timed(comm: Any, pt: Point, call: Callable[[], Any], recv: np.ndarray, batch
     ``settle``: untimed calls of the same algorithm first (each on the input,
     each from a barrier as the timed one), so the timed one finds what its own
     calls leave, as in a program's loop. Without those barriers the settling
-    calls run skewed across ranks, and the timed call after them ran slower in
+    calls presumably run skewed across ranks, and the timed call after them ran slower in
     a way that depends on the algorithm (Open MPI, 16 ranks, 16 MiB: ours
-    77 -> 88 ms, ``MPI_Allreduce`` 85 -> 87 ms).
+    78 -> 88 ms, ``MPI_Allreduce`` 85 -> 87 ms).
     """
     for _ in range(settle):
         pt.load(recv)

@@ -492,8 +492,8 @@ def test_one_slow_call_does_not_keep_a_candidate_out_of_the_race():
 
 
 def test_calibrate_round_starts_every_call_from_a_barrier_settling_ones_too(monkeypatch):
-    # settling calls back to back left the ranks skewed and slowed the timed call after them by an amount
-    # that depends on the algorithm (Open MPI, 16 ranks, 16 MiB: ours 77 -> 88 ms, MPI_Allreduce 85 -> 87)
+    # settling calls back to back (ranks presumably skewed) slowed the timed call after them by an amount
+    # that depends on the algorithm (Open MPI, 16 ranks, 16 MiB: ours 78 -> 88 ms, MPI_Allreduce 85 -> 87)
     from swing_mpi.calibrate import _round
 
     monkeypatch.delenv("SWING_MPI_WAIT", raising=False)
