@@ -9,13 +9,14 @@ MPI op (:mod:`swing_mpi.opfacts`). Reduce-scatter and all-gather are in
 
 from __future__ import annotations
 
+from time import perf_counter
 from typing import Any
 
 import numpy as np
 from mpi4py import MPI
 
 from . import choose as chooser
-from . import collectives, guard
+from . import collectives, guard, online
 from .buffers import BufferSpec, DeviceBuffer, check_comm_op, check_same_datatype, is_in_place, parse_buffer
 from .choose import algorithm_names
 from .opfacts import is_exact, native_bit_identical
@@ -36,7 +37,7 @@ from .state import comm_state, dims_for, requested_algorithm
 from .topology import Torus, parse_dims
 
 __all__ = ["allreduce", "iallreduce", "allreduce_init", "Request", "Intracomm", "resolve", "is_exact",
-           "check_args", "dims_for", "comm_tuning", "NATIVE", "AUTO", "algorithm_names"]
+           "check_args", "dims_for", "comm_tuning", "auto_trial", "NATIVE", "AUTO", "algorithm_names"]
 
 
 def comm_tuning(comm: MPI.Comm) -> Any:
@@ -199,6 +200,15 @@ def _allreduce_checked(comm: MPI.Intracomm, sendbuf: Any, recvbuf: Any, op: MPI.
     except DeviceBuffer:  # device memory: only the MPI library can reduce it
         MPI.Intracomm.Allreduce(comm, MPI.IN_PLACE if sendbuf is None else sendbuf, recvbuf, op)
         return
+    if recv.count and requested_algorithm(algorithm) == AUTO and online.enabled():
+        trial = _trial(comm, dims_t, recv, op)
+        if trial is not None:
+            name = trial.algorithm
+            if trial.pick is None:  # a trial call: timed, and not remembered for the repeat path
+                t0 = perf_counter()
+                _run(comm, name, send, recv, sendbuf, recvbuf, op, dims_t)
+                trial.record(perf_counter() - t0, comm_state(comm).comm)
+                return
     if name == NATIVE:
         MPI.Intracomm.Allreduce(comm, MPI.IN_PLACE if send is None else sendbuf, recvbuf, op)
         if not (checking or _CHECK):
@@ -217,6 +227,50 @@ def _allreduce_checked(comm: MPI.Intracomm, sendbuf: Any, recvbuf: Any, op: MPI.
         remember(comm, sendbuf, recvbuf, op, algorithm, dims, recv.datatype, st, plan)
 
 
+def _trial(comm: MPI.Intracomm, dims_t: tuple[int, ...], recv: BufferSpec, op: MPI.Op) -> online.Trial | None:
+    """Return the trial of ``auto``'s blocking calls of this size (:mod:`swing_mpi.online`); None: nothing to try."""
+    st = comm_state(comm)
+    dt = recv.datatype
+    placement = _placement(comm)
+    op_key = op.py2f() if op.is_predefined else id(op)
+    key = ("allreduce", dims_t, placement, recv.nbytes, dt.py2f() if dt.is_predefined else dt.Get_size(), op_key)
+
+    def contenders() -> tuple[tuple[str, float], ...]:
+        exact = is_exact(op, dt)
+        return chooser.contenders(comm.Get_size(), dims_t, recv.nbytes, exact=exact, commutative=op.Is_commutative(),
+                                  native_ok=native_bit_identical(op, dt, exact), tuning=st.tuning)
+
+    return online.trial_for(st, key, contenders)
+
+
+def auto_trial(comm: MPI.Intracomm, recvbuf: Any, op: MPI.Op = MPI.SUM, *, dims: Any = None) -> online.Trial | None:
+    """Return the trial ``auto`` runs for blocking allreduces like this one (:mod:`swing_mpi.online`).
+
+    ``None`` where it tries nothing (no measured table with close contenders, or
+    ``SWING_MPI_TRIAL=off``). Collective on a communicator's first use, like the
+    call itself; a benchmark calls until ``trial.pick`` is set to time what
+    ``auto`` settles on.
+    """
+    recv = parse_buffer(recvbuf, writable=True, where="recvbuf")
+    if not (recv.count and online.enabled()):
+        return None
+    return _trial(comm, dims_for(comm, dims), recv, op)
+
+
+def _run(comm: MPI.Intracomm, name: str, send: BufferSpec | None, recv: BufferSpec, sendbuf: Any, recvbuf: Any,
+         op: MPI.Op, dims_t: tuple[int, ...]) -> None:
+    """Run one blocking allreduce with ``name`` (nothing remembered)."""
+    if name == NATIVE:
+        MPI.Intracomm.Allreduce(comm, MPI.IN_PLACE if send is None else sendbuf, recvbuf, op)
+        return
+    st = comm_state(comm, _placement(comm))
+    seq = st.next_seq()
+    key = _schedule_key(name, dims_t, recv, op)
+    plan = st.plan(key, lambda: build_schedule(name, dims_t, st.rank, recv.count, exact=is_exact(op, recv.datatype)),
+                   recv.datatype, op)
+    plan.run(recv.data, None if send is None else send.data, seq=seq)
+
+
 def _nonblocking(comm: MPI.Intracomm, sendbuf: Any, recvbuf: Any, op: MPI.Op, algorithm: str | None,
                  dims: Any, *, persistent: bool, check: bool | None = None) -> Any:
     dims_t: tuple[int, ...]
@@ -226,6 +280,11 @@ def _nonblocking(comm: MPI.Intracomm, sendbuf: Any, recvbuf: Any, op: MPI.Op, al
                                                _CHECK if check is None else check)
     except DeviceBuffer:  # device memory: only the MPI library can reduce it
         send, name, dims_t = (None if sendbuf is None or sendbuf is MPI.IN_PLACE else sendbuf), NATIVE, ()
+    else:
+        if recv.count and requested_algorithm(algorithm) == AUTO and online.enabled():
+            trial = _trial(comm, dims_t, recv, op)  # its result once in; the table's pick while it runs
+            if trial is not None and trial.pick is not None:
+                name = trial.pick
     if name == NATIVE:
         sb: Any = MPI.IN_PLACE if send is None else sendbuf
         if persistent:

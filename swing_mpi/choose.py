@@ -21,6 +21,12 @@ Algorithm:
        the search stops when no bound beats the best routed cost by more than
        :data:`MODEL_RESOLUTION`.
 
+    4. Tried (:mod:`swing_mpi.online`): where a measured table holds other
+       candidates close to the fastest at the call's size (within
+       :data:`TRIAL_FACTOR`, at most :data:`TRIAL_MAX` in all), ``auto``'s
+       first blocking calls of that size run them in turn and keep the
+       fastest on this launch; :func:`contenders` names them.
+
     Ties go to the candidate registered first. The same inputs give the same
     choice (no clock, no rank, no environment here), and
     :func:`swing_mpi.tuning.tuning_for_comm` gives every rank the same tuning.
@@ -44,7 +50,7 @@ from .schedule import ALGORITHMS, AUTO, NATIVE, algorithm_info
 from .tuning import DEFAULT_TUNING, Tuning, TuningError, load_tuning, network_for, save_tuning, tuning_for_comm
 
 __all__ = [
-    "choose", "resolve", "candidates", "explain", "Estimate", "Decision", "choose_collective",
+    "choose", "resolve", "candidates", "contenders", "explain", "Estimate", "Decision", "choose_collective",
     "algorithm_names", "COLLECTIVES", "NONCOMMUTATIVE",
     # the tuning it decides with (defined in swing_mpi.tuning)
     "Tuning", "TuningError", "DEFAULT_TUNING", "load_tuning", "save_tuning", "tuning_for_comm",
@@ -56,6 +62,13 @@ COLLECTIVES = ("allreduce", "reduce_scatter", "allgather")
 NATIVE_MARGIN = 0.05
 """In a measured table, ours must beat ``native`` by this fraction to be picked: within the noise of a
 measurement, the MPI library's own path is the safer bet."""
+TRIAL_FACTOR = 2.5
+"""A measured candidate this many times the fastest one's time or less is close enough to try on a launch's
+first calls: on a machine shared by more ranks than cores, MPICH with 4 ranks on 2 cores ran a 1 MiB
+allreduce in one of several modes drawn per launch, in which the fastest of MPI_Allreduce and recdoub
+differed by up to 2.2x either way, and a calibration sees the mode of its own launch only."""
+TRIAL_MAX = 3
+"""At most this many contenders (the table's pick among them) are tried per size."""
 MODEL_RESOLUTION = 0.05
 """On a torus, a candidate whose lower bound leaves it less than this fraction to gain over the best
 routed cost so far is not routed: the model is not that precise, and routing a large torus is slow."""
@@ -80,6 +93,8 @@ class Decision:
     pick: str
     source: str
     estimates: tuple[Estimate, ...]
+    tried: tuple[str, ...] = ()
+    """What blocking allreduces of this size try on a launch's first calls (:func:`contenders`); empty: none."""
 
 
 def _supports(algorithm: str, collective: str) -> bool:
@@ -170,6 +185,39 @@ def _decide(p: int, dims: tuple[int, ...], nbytes: int, exact: bool, commutative
     return _model_pick(ours, dims, nbytes, exact, tuning, collective), "model"
 
 
+@lru_cache(maxsize=4096)
+def _contenders(p: int, dims: tuple[int, ...], nbytes: int, exact: bool, commutative: bool, native_ok: bool,
+                tuning: Tuning, collective: str) -> tuple[tuple[str, float], ...]:
+    pick, how = _decide(p, dims, nbytes, exact, commutative, native_ok, tuning, collective)
+    table = tuning.table_for(p, dims, exact=exact, commutative=commutative, collective=collective)
+    if how != "measured" or table is None:
+        return ()
+    allowed = set(_registered(commutative, collective)) | ({NATIVE} if native_ok else set())
+    priced = [(a, t) for a in table.candidates if a in allowed for t in [table.time(a, nbytes)[0]] if t is not None]
+    if not priced:
+        return ()
+    fastest = min(t for _, t in priced)
+    close = sorted((x for x in priced if x[0] != pick and x[1] <= TRIAL_FACTOR * fastest),
+                   key=lambda x: (x[1], table.candidates.index(x[0])))
+    mine = [x for x in priced if x[0] == pick]
+    return tuple(mine + close)[:TRIAL_MAX] if mine else ()
+
+
+def contenders(p: int, dims: Sequence[int], nbytes: int, *, exact: bool, commutative: bool = True,
+               native_ok: bool = True, tuning: Tuning | None = None,
+               collective: str = "allreduce") -> tuple[tuple[str, float], ...]:
+    """Return what ``auto`` tries on a launch's first calls of this size: ``(algorithm, measured seconds)``.
+
+    The pick of :func:`choose` first, then the other candidates of the
+    measured table within :data:`TRIAL_FACTOR` of the fastest, fastest first,
+    :data:`TRIAL_MAX` in all. Empty where the decision is not from a measured
+    table (the model or a rule decides: nothing was measured to try against);
+    a single entry where nothing else is close.
+    """
+    return _contenders(int(p), tuple(int(d) for d in dims), int(nbytes), bool(exact), bool(commutative),
+                       bool(native_ok), tuning or DEFAULT_TUNING, collective)
+
+
 def choose(p: int, dims: Sequence[int], count: int, itemsize: int, *, exact: bool, commutative: bool,
            native_ok: bool = True, tuning: Tuning | None = None) -> str:
     """Name the algorithm ``auto`` runs for an allreduce (the same on every rank for the same arguments).
@@ -238,7 +286,12 @@ def explain(p: int, dims: Sequence[int], nbytes: int, *, exact: bool, commutativ
         out.append(Estimate(a, _model_time(c, nbytes, tuning), "model",
                             f"{net} model ({how_net}): {c.steps} steps x alpha + "
                             f"n x ({c.moved:.4g} x beta + {c.reduced:.4g} x gamma)"))
-    return Decision(pick, how, tuple(out))
+    tried: tuple[str, ...] = ()
+    if collective == "allreduce":
+        close = contenders(int(p), dims_t, int(nbytes), exact=exact, commutative=commutative, native_ok=native_ok,
+                           tuning=tuning)
+        tried = tuple(a for a, _ in close) if len(close) > 1 else ()
+    return Decision(pick, how, tuple(out), tried)
 
 
 def resolve(requested: str, p: int, dims: Sequence[int], count: int, itemsize: int, *, exact: bool,

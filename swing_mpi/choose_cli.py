@@ -86,6 +86,7 @@ def run(args: argparse.Namespace) -> int:
             "pick": d.pick, "decided_by": d.source, "collective": args.collective, "dims": list(dims), "p": p,
             "nbytes": nbytes, "dtype": args.dtype, "op": "noncommutative" if args.noncommutative else args.op,
             "exact": exact, "native_ok": native_ok, "network": network_for(tuning, dims), "tuning": tuning.source,
+            "tried_first": list(d.tried),
             "candidates": [{"algorithm": e.algorithm, "seconds": e.seconds, "source": e.source, "detail": e.detail}
                            for e in d.estimates],
         }, indent=1))
@@ -94,6 +95,9 @@ def run(args: argparse.Namespace) -> int:
     print(f"# {args.collective} of {format_size(nbytes)} {op} on {shape} (p={p}); "
           f"{'exact' if exact else 'inexact'} op; network {network_for(tuning, dims)}; tuning: {tuning.source}")
     print(f"auto runs: {d.pick}  (decided by {d.source})")
+    if d.tried:
+        print(f"first calls try: {', '.join(d.tried)}, then keep the fastest on this launch "
+              f"(blocking calls; SWING_MPI_TRIAL=off: {d.pick} from the start)")
     w = max([len(e.algorithm) for e in d.estimates] + [9])
     print(f"{'candidate':<{w}}  {'time':>12}  source    where the number comes from")
     for e in sorted(d.estimates, key=lambda e: (e.seconds is None, e.seconds or 0.0)):

@@ -242,9 +242,10 @@ def _poison(a: np.ndarray) -> None:
 class Prepared:
     """An algorithm on a point after its checked call and warmup: what to time, how often."""
 
-    __slots__ = ("alg", "call", "recv", "wrong", "iters", "times")
+    __slots__ = ("alg", "call", "recv", "wrong", "iters", "times", "trial")
 
-    def __init__(self, alg: str, call: Callable[[], Any], recv: np.ndarray, wrong: int, iters: int) -> None:
+    def __init__(self, alg: str, call: Callable[[], Any], recv: np.ndarray, wrong: int, iters: int,
+                 trial: dict[str, Any] | None = None) -> None:
         """Hold what :func:`prepare_point` found; ``times`` (per call, one per iteration) fills while timing."""
         self.alg = alg
         self.call = call
@@ -252,6 +253,8 @@ class Prepared:
         self.wrong = wrong
         self.iters = iters
         self.times: list[float] = []
+        self.trial = trial
+        """``auto``'s trial on this point (:mod:`swing_mpi.online`), run before timing; ``None``: none."""
 
 
 def prepare_point(comm: Any, mpi_op: Any, cfg: Config, alg: str, dims: Any, pt: Point, *,
@@ -267,10 +270,33 @@ def prepare_point(comm: Any, mpi_op: Any, cfg: Config, alg: str, dims: Any, pt: 
     if cfg.check:
         wrong = comm.allreduce(count_wrong(comm, pt, send, recv, exact), op=MPI.SUM)
     warm = [timed(comm, pt, call, recv) for _ in range(cfg.warmup)]
+    trial = _finish_trial(comm if ours is None else ours, mpi_op, alg, dims, pt, call, recv)
     est = comm.allreduce(float(np.median(warm)) if warm else t_first, op=MPI.MAX)
     iters = iterations_for(pt.nbytes * cfg.batch, cfg.iters, max_bytes=cfg.max_bytes,
                            seconds_per_call=est * (cfg.batch + cfg.settle), max_time=cfg.max_time)
-    return Prepared(alg, call, recv, int(wrong), iters)
+    return Prepared(alg, call, recv, int(wrong), iters, trial)
+
+
+def _finish_trial(comm: Any, mpi_op: Any, alg: str, dims: Any, pt: Point, call: Callable[[], Any],
+                  recv: np.ndarray) -> dict[str, Any] | None:
+    """Call ``auto`` until its trial on this point is over (a warmup of its own); describe the trial.
+
+    The benchmark times what ``auto`` runs after its first calls, as it times
+    every algorithm after its warmup; the trial's calls and result are reported.
+    """
+    if alg != AUTO or pt.collective.name != ALLREDUCE:
+        return None
+    from ..api import auto_trial
+
+    trial = auto_trial(comm, recv, mpi_op, dims=dims)
+    if trial is None:
+        return None
+    extra = 0
+    while trial.pick is None:  # the same on every rank: each rank's trial ends at the same call
+        timed(comm, pt, call, recv)
+        extra += 1
+    return {"contenders": list(trial.contenders), "rounds": trial.rounds, "pick": trial.pick,
+            "medians_us": [m * 1e6 for m in trial.medians], "calls_after_warmup": extra}
 
 
 def resolve_dims(comm: Any, spec: str | None) -> tuple[tuple[int, ...], str]:
@@ -473,11 +499,12 @@ def run_bench(comm: Any, cfg: Config, *, start: Callable[[dict[str, Any]], None]
             preps = [prepare_point(comm, mpi_op, cfg, alg, dims, pt, exact=exact, ours=ours) for alg in algs]
             results = time_point(comm, pt, preps, interleave=cfg.interleave, batch=cfg.batch, start=sync,
                                  settle=cfg.settle, streak=cfg.streak)
-            for alg, res in zip(algs, results):
+            for alg, res, prep in zip(algs, results, preps):
                 size_rows.append({
                     "size": pt.nbytes, "count": pt.block, "type": cfg.dtype, "redop": cfg.op,
                     "algorithm": alg, "label": label if alg == NATIVE else alg,
-                    "resolved": runs[alg],
+                    "resolved": runs[alg] if prep.trial is None else prep.trial["pick"],
+                    "trial": prep.trial,
                     "place": place, "p": p, "dims": env["dims"], "mpich_algorithm": env["mpich_algorithm"],
                     "warmup": cfg.warmup, **res, "vs_native": None, "model_us": None, "collective": coll.name,
                 })

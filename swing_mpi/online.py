@@ -1,0 +1,144 @@
+"""``auto`` on a launch's first calls: try the close contenders of the measured table, keep the fastest.
+
+Algorithm:
+    A decision table measured by ``swing-mpi calibrate`` describes the
+    launch that measured it. On a machine shared by more ranks than cores the
+    fastest algorithm can change from one launch to the next: MPICH with 4
+    ranks on 2 cores ran a 1 MiB allreduce in one of several modes drawn per
+    launch, with ``MPI_Allreduce`` and ``recdoub`` each up to 2.2x ahead of
+    the other. So where the table names other candidates close to the
+    fastest at a call's size (:func:`swing_mpi.choose.contenders`), the first
+    blocking calls of that size (same dims, op class, rank placement) run the
+    contenders in turn, the table's pick first, ``rounds`` calls each. Every
+    rank times each of these calls itself; the call that ends the trial takes
+    the maximum over the ranks of every time (one ``MPI_Allreduce`` of a few
+    doubles on the private communicator: a call takes as long as its slowest
+    rank) and every later call of that size runs the contender with the least
+    median, if it beats the table's pick by :data:`SWITCH_MARGIN`; else the
+    pick. All ranks reduce to the same numbers, so they agree.
+
+Restrictions:
+    Blocking allreduce only. Nonblocking and persistent calls run the trial's
+    result once it is in, the table's pick before, and take no part in it.
+    Off with ``SWING_MPI_TRIAL=off``: ``auto`` then runs the table's pick.
+    A trial runs its contenders on the program's own data, so while it lasts
+    consecutive floating-point results may differ in their last bits from
+    call to call (each is still bit-identical on every rank).
+
+Cost:
+    ``rounds`` = :data:`TRIAL_SECONDS` over the contenders' measured times
+    per round, between :data:`MIN_ROUNDS` and :data:`MAX_ROUNDS`: at most
+    ``TRIAL_MAX x MAX_ROUNDS`` calls per size, the slowest contender at most
+    ``TRIAL_FACTOR`` times the fastest. The first call of a size runs the
+    table's pick, so a program that calls once pays nothing. After the trial,
+    calls take the usual path (and the repeat path of :mod:`swing_mpi.repeat`).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+from mpi4py import MPI
+
+__all__ = ["Trial", "trial_for", "trials", "rounds_for", "enabled", "ENV_TRIAL", "TRIAL_SECONDS", "MIN_ROUNDS",
+           "MAX_ROUNDS", "SWITCH_MARGIN", "TRIALS_KEPT"]
+
+ENV_TRIAL = "SWING_MPI_TRIAL"
+_ON = ("on", "1", "yes", "true")
+_OFF = ("off", "0", "no", "false")
+TRIAL_SECONDS = 0.01
+"""What a trial aims to spend per contender (sets ``rounds`` from the measured times)."""
+MIN_ROUNDS = 3
+"""Calls per contender at least: a median of three survives one call that a busy core delayed."""
+MAX_ROUNDS = 9
+SWITCH_MARGIN = 0.10
+"""Another contender replaces the table's pick only if its median is at least this fraction less."""
+TRIALS_KEPT = 1024
+"""Trials kept per communicator (least recently used go first; a size seen again is tried again)."""
+
+
+@lru_cache(maxsize=1)
+def enabled() -> bool:
+    """``$SWING_MPI_TRIAL`` (default on); an unknown value raises ``ValueError`` naming the allowed ones."""
+    v = os.environ.get(ENV_TRIAL, "").strip().lower()
+    if not v or v in _ON:
+        return True
+    if v in _OFF:
+        return False
+    raise ValueError(f"${ENV_TRIAL}={os.environ[ENV_TRIAL]!r} is not understood; "
+                     f"expected one of: {', '.join(_ON + _OFF)}")
+
+
+@dataclass
+class Trial:
+    """The trial of one size: its contenders, the times so far, and its result once in."""
+
+    contenders: tuple[str, ...]
+    rounds: int
+    times: list[float] = field(default_factory=list)
+    """Seconds of each trial call on this rank, in call order (the maximum over ranks once the trial ends)."""
+    pick: str | None = None
+    """What every call runs once the trial is over (``None`` while it runs)."""
+    medians: tuple[float, ...] = ()
+    """Median seconds of every contender (max over ranks per call), once the trial is over."""
+
+    @property
+    def algorithm(self) -> str:
+        """What the next call runs: this round's contender, or the result."""
+        if self.pick is not None:
+            return self.pick
+        return self.contenders[len(self.times) % len(self.contenders)]
+
+    def record(self, seconds: float, comm: Any) -> None:
+        """Add the time of the call just run; the last trial call agrees on the result over ``comm`` (collective)."""
+        self.times.append(float(seconds))
+        k = len(self.contenders)
+        if len(self.times) < k * self.rounds:
+            return
+        t = np.array(self.times, np.float64)
+        comm.Allreduce(MPI.IN_PLACE, t, MPI.MAX)
+        self.times = [float(x) for x in t]
+        self.medians = tuple(float(np.median(t[i::k])) for i in range(k))
+        best = min(range(k), key=lambda i: (self.medians[i], i))
+        self.pick = self.contenders[best if self.medians[best] < (1.0 - SWITCH_MARGIN) * self.medians[0] else 0]
+
+
+def rounds_for(seconds: Sequence[float]) -> int:
+    """Return the calls per contender: :data:`TRIAL_SECONDS` over their mean measured time, within the bounds."""
+    per_round = sum(seconds)
+    if per_round <= 0:
+        return MAX_ROUNDS
+    return max(MIN_ROUNDS, min(MAX_ROUNDS, math.ceil(TRIAL_SECONDS * len(seconds) / per_round)))
+
+
+def trials(state: Any) -> OrderedDict[Hashable, Trial | None]:
+    """Return the trials of a communicator state (created empty on first use)."""
+    got = getattr(state, "trials", None)
+    if got is None:
+        got = state.trials = OrderedDict()
+    return got
+
+
+def trial_for(state: Any, key: Hashable, contenders: Callable[[], Sequence[tuple[str, float]]]) -> Trial | None:
+    """Return the trial of ``key`` on ``state``, started from ``contenders()`` on first use; None: nothing to try.
+
+    Every rank makes the same calls in the same order, so every rank holds
+    the same trials at the same call.
+    """
+    kept = trials(state)
+    if key in kept:
+        kept.move_to_end(key)
+        return kept[key]
+    c = tuple(contenders())
+    trial = Trial(tuple(a for a, _ in c), rounds_for([t for _, t in c])) if len(c) > 1 else None
+    kept[key] = trial
+    if len(kept) > TRIALS_KEPT:
+        kept.popitem(last=False)
+    return trial

@@ -1,0 +1,167 @@
+"""``auto``'s trial of close contenders on a launch's first calls (swing_mpi.online), under mpiexec.
+
+mpiexec -n 4 python -m mpi4py -m pytest --with-mpi tests/mpi/test_online.py
+
+The times a trial sees are made up here (a clock that each run advances by a
+set amount per algorithm), so what it must settle on is known; the data still
+moves for real and is checked against MPI_Allreduce on every call.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+import swing_mpi
+from swing_mpi import api, online
+from swing_mpi.request import Request
+from swing_mpi.state import comm_state
+from swing_mpi.tuning import DecisionTable, Tuning, save_tuning
+
+pytestmark = pytest.mark.mpi
+
+WORLD = MPI.COMM_WORLD
+P = WORLD.Get_size()
+R = WORLD.Get_rank()
+N = 1000  # float64 elements: 8000 B, between the table's two sizes
+
+
+def _same_everywhere(comm, value) -> bool:
+    values = comm.allgather(value)
+    return all(v == values[0] for v in values)
+
+
+@pytest.fixture
+def tried_comm(mpi_tmp_path, monkeypatch):
+    """Yield a new communicator whose tuning's table has three close contenders: ring (the pick), recdoub, native."""
+    table = DecisionTable(p=P, dims=(P,), exact=False, sizes=(8, 1 << 20),
+                          times=(("ring", (1.0e-4, 1.0e-3)), ("recdoub", (1.2e-4, 1.2e-3)),
+                                 ("native", (1.5e-4, 1.5e-3)), ("bucket", (9e-4, 9e-3))),
+                          dtype="float64", op="sum")
+    path = mpi_tmp_path / "tuning.json"
+    if R == 0:
+        save_tuning(Tuning(1e-5, 1e-9, 1e-10, native_below_bytes=None, network="flat", tables=(table,),
+                           source="test"), path)
+    WORLD.Barrier()
+    monkeypatch.setenv("SWING_MPI_TUNING", str(path))
+    monkeypatch.delenv("SWING_MPI_TRIAL", raising=False)
+    online.enabled.cache_clear()
+    comm = WORLD.Dup()
+    comm_state(comm)  # reads the tuning now, while the variable is set
+    yield comm
+    comm.Free()
+    online.enabled.cache_clear()
+
+
+def _fake_clock(monkeypatch, seconds):
+    """Make every run advance the clock the trial reads by ``seconds[name]``; return the names run."""
+    ran: list[str] = []
+    clock = [0.0]
+    real = api._run
+
+    def run(comm, name, *args):
+        ran.append(name)
+        real(comm, name, *args)
+        clock[0] += seconds[name]
+
+    monkeypatch.setattr(api, "_run", run)
+    monkeypatch.setattr(api, "perf_counter", lambda: clock[0])
+    return ran
+
+
+def _call(comm, x, check=True):
+    y = np.empty_like(x)
+    swing_mpi.allreduce(comm, x, y, MPI.SUM)
+    if check:
+        ref = np.empty_like(x)
+        WORLD.Allreduce(x, ref, MPI.SUM)
+        np.testing.assert_allclose(y, ref, rtol=1e-12 * max(P, 2))
+        assert _same_everywhere(WORLD, y.tobytes())
+    return y
+
+
+def _trial(comm, x):
+    return api.auto_trial(comm, np.empty_like(x), MPI.SUM)
+
+
+@pytest.mark.mpi(min_size=2)
+def test_the_trial_takes_turns_then_every_rank_keeps_the_fastest(tried_comm, monkeypatch):
+    ran = _fake_clock(monkeypatch, {"ring": 3e-3, "recdoub": 2e-3, "native": 1e-3})
+    x = np.random.default_rng(R).random(N)
+    trial = _trial(tried_comm, x)
+    assert trial is not None and trial.contenders == ("ring", "recdoub", "native")
+    assert online.MIN_ROUNDS <= trial.rounds <= online.MAX_ROUNDS
+    k = len(trial.contenders) * trial.rounds
+    out = np.empty_like(x)
+    first_nb = swing_mpi.iallreduce(tried_comm, x, out)
+    assert isinstance(first_nb, Request)  # while the trial runs: the table's pick (ring), no part in the trial
+    first_nb.Wait()
+    for _ in range(k):
+        _call(tried_comm, x)
+    assert ran == list(trial.contenders) * trial.rounds
+    assert trial.pick == "native" and _same_everywhere(WORLD, (trial.pick, trial.medians))
+    for _ in range(3):  # after the trial: the usual path, no more timed runs
+        _call(tried_comm, x)
+    assert len(ran) == k
+    nb = swing_mpi.iallreduce(tried_comm, x, out)
+    assert not isinstance(nb, Request)  # the trial's result: MPI's own
+    nb.Wait()
+    np.testing.assert_allclose(out, _call(tried_comm, x), rtol=1e-12 * max(P, 2))
+
+
+@pytest.mark.mpi(min_size=2)
+def test_the_slowest_rank_decides_and_a_small_gain_keeps_the_pick(tried_comm, monkeypatch):
+    # native looks fastest on every rank but rank 0, where it is slowest: the maximum over ranks rules it out;
+    # recdoub is 5 % faster than ring: less than the switch margin, so ring stays
+    ran = _fake_clock(monkeypatch, {"ring": 2.0e-3, "recdoub": 1.9e-3, "native": 9e-3 if R == 0 else 1e-3})
+    x = np.arange(N, dtype=np.float64) * (R + 1)
+    trial = _trial(tried_comm, x)
+    for _ in range(len(trial.contenders) * trial.rounds):
+        _call(tried_comm, x)
+    assert trial.pick == "ring" and _same_everywhere(WORLD, trial.medians)
+    assert trial.medians[2] == pytest.approx(9e-3)
+    _call(tried_comm, x)
+    assert len(ran) == len(trial.contenders) * trial.rounds
+
+
+@pytest.mark.mpi(min_size=2)
+def test_sizes_are_tried_apart_and_in_place_calls_count(tried_comm, monkeypatch):
+    ran = _fake_clock(monkeypatch, {"ring": 1e-3, "recdoub": 3e-3, "native": 3e-3})
+    a = np.random.default_rng(R).random(N)
+    b = np.random.default_rng(R + 100).random(N + 7)
+    ta, tb = _trial(tried_comm, a), _trial(tried_comm, b)
+    assert ta is not tb
+    for _ in range(len(ta.contenders) * ta.rounds):  # interleaved with the other size, the other in place
+        _call(tried_comm, a)
+        y = b.copy()
+        ref = np.empty_like(b)
+        WORLD.Allreduce(b, ref, MPI.SUM)
+        swing_mpi.allreduce(tried_comm, MPI.IN_PLACE, y, MPI.SUM)
+        np.testing.assert_allclose(y, ref, rtol=1e-12 * max(P, 2))
+    assert ta.pick == tb.pick == "ring"
+    assert ran[0::2] == ran[1::2] == list(ta.contenders) * ta.rounds
+
+
+@pytest.mark.mpi(min_size=2)
+def test_exact_ops_are_tried_apart_and_never_without_a_table(tried_comm, monkeypatch):
+    ran = _fake_clock(monkeypatch, {"ring": 1e-3, "recdoub": 1e-3, "native": 1e-3})
+    x = np.arange(N, dtype=np.int64) + R
+    assert api.auto_trial(tried_comm, np.empty_like(x), MPI.SUM) is None  # the table is float64's
+    for _ in range(4):
+        y = np.empty_like(x)
+        swing_mpi.allreduce(tried_comm, x, y, MPI.SUM)
+        assert (y == sum(np.arange(N, dtype=np.int64) + r for r in range(P))).all()
+    assert ran == []
+
+
+@pytest.mark.mpi(min_size=2)
+def test_switched_off(tried_comm, monkeypatch):
+    monkeypatch.setenv("SWING_MPI_TRIAL", "off")
+    online.enabled.cache_clear()
+    ran = _fake_clock(monkeypatch, {"ring": 1e-3, "recdoub": 1e-3, "native": 1e-3})
+    x = np.random.default_rng(R).random(N)
+    assert _trial(tried_comm, x) is None
+    for _ in range(5):
+        _call(tried_comm, x)
+    assert ran == []

@@ -1,0 +1,139 @@
+"""What ``auto`` tries on a launch's first calls: the contenders a table names, rounds, the agreed result."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from swing_mpi import online
+from swing_mpi.choose import TRIAL_FACTOR, TRIAL_MAX, choose, contenders, explain
+from swing_mpi.tuning import DEFAULT_TUNING, DecisionTable, Tuning
+
+SIZES = (8, 1 << 20)
+
+
+def _tuning(**times: tuple[float, float]) -> Tuning:
+    table = DecisionTable(p=4, dims=(2, 2), exact=False, sizes=SIZES,
+                          times=tuple((k.replace("_", "-"), v) for k, v in times.items()))
+    return Tuning(1e-5, 1e-9, 1e-10, native_below_bytes=None, network="flat", tables=(table,), source="t")
+
+
+def test_contenders_are_the_pick_then_the_close_ones_fastest_first():
+    t = _tuning(ring=(1e-4, 2.0e-3), recdoub=(1e-4, 1.0e-3), bucket=(1e-4, 1.1e-3), native=(1e-4, 1.5e-3),
+                swing_bw=(1e-4, 2.4e-3))
+    c = contenders(4, (2, 2), 1 << 20, exact=False, tuning=t)
+    assert [a for a, _ in c] == ["recdoub", "bucket", "native"][:TRIAL_MAX]
+    assert c[0][0] == choose(4, (2, 2), (1 << 20) // 8, 8, exact=False, commutative=True, tuning=t)
+    assert [s for _, s in c] == [1.0e-3, 1.1e-3, 1.5e-3][:TRIAL_MAX]
+    assert explain(4, (2, 2), 1 << 20, exact=False, tuning=t).tried == tuple(a for a, _ in c)
+    assert explain(4, (2, 2), 1 << 20, exact=False, tuning=t, collective="allgather").tried == ()
+
+
+def test_the_pick_comes_first_even_when_native_keeps_it_by_the_margin():
+    # ours 3 % faster than native: native stays the pick (NATIVE_MARGIN) and is tried first
+    t = _tuning(recdoub=(1e-4, 0.97e-3), native=(1e-4, 1.0e-3))
+    assert [a for a, _ in contenders(4, (2, 2), 1 << 20, exact=False, tuning=t)] == ["native", "recdoub"]
+
+
+def test_far_candidates_native_where_it_may_differ_and_unmeasured_shapes_are_not_tried():
+    t = _tuning(recdoub=(1e-4, 1e-3), ring=(1e-4, TRIAL_FACTOR * 1.01e-3), native=(1e-4, 1.2e-3))
+    assert [a for a, _ in contenders(4, (2, 2), 1 << 20, exact=False, tuning=t)] == ["recdoub", "native"]
+    assert [a for a, _ in contenders(4, (2, 2), 1 << 20, exact=False, native_ok=False, tuning=t)] == ["recdoub"]
+    assert contenders(4, (4,), 1 << 20, exact=False, tuning=t) == ()  # no table for the ring: the model decides
+    assert contenders(4, (2, 2), 1 << 20, exact=True, tuning=t) == ()  # nor for exact ops
+    assert contenders(4, (2, 2), 1 << 20, exact=False, tuning=DEFAULT_TUNING) == ()
+
+
+def test_rounds_follow_the_measured_times_within_bounds():
+    assert online.rounds_for([1.0, 1.0]) == online.MIN_ROUNDS
+    assert online.rounds_for([1e-6, 1e-6]) == online.MAX_ROUNDS
+    t = online.TRIAL_SECONDS / 4
+    assert online.rounds_for([t, t]) == max(online.MIN_ROUNDS, min(online.MAX_ROUNDS, 4))
+
+
+class _MaxWith:
+    """A stand-in communicator: Allreduce(MAX) with another rank's times."""
+
+    def __init__(self, other: list[float]) -> None:
+        self.other = np.array(other)
+        self.calls = 0
+
+    def Allreduce(self, sendbuf, recvbuf, op):  # noqa: N802 (mpi4py's name)
+        self.calls += 1
+        np.maximum(recvbuf, self.other, out=recvbuf)
+
+
+def _run(trial: online.Trial, mine: dict[str, float], comm) -> list[str]:
+    ran = []
+    while trial.pick is None:
+        a = trial.algorithm
+        ran.append(a)
+        trial.record(mine[a], comm)
+    return ran
+
+
+def test_a_trial_takes_turns_and_agrees_on_the_maximum_over_ranks():
+    trial = online.Trial(("a", "b", "c"), rounds=3)
+    other = [1.0, 1.0, 9.0] * 3  # the other rank finds c slow
+    comm = _MaxWith(other)
+    ran = _run(trial, {"a": 2.0, "b": 1.5, "c": 0.5}, comm)
+    assert ran == ["a", "b", "c"] * 3 and comm.calls == 1
+    assert trial.medians == (2.0, 1.5, 9.0) and trial.pick == "b" and trial.algorithm == "b"
+
+
+def test_a_gain_within_the_margin_keeps_the_pick():
+    trial = online.Trial(("a", "b"), rounds=3)
+    _run(trial, {"a": 1.0, "b": 1.0 - online.SWITCH_MARGIN / 2}, _MaxWith([0.0] * 6))
+    assert trial.pick == "a"
+
+
+def test_one_slow_call_does_not_decide():
+    trial = online.Trial(("a", "b"), rounds=3)
+    times = iter([1.0, 2.0, 50.0, 2.0, 1.0, 2.0])  # a: 1, 50, 1 (one delayed call); b: 2, 2, 2
+    while trial.pick is None:
+        trial.record(next(times), _MaxWith([0.0] * 6))
+    assert trial.medians == (1.0, 2.0) and trial.pick == "a"
+
+
+def test_trial_for_starts_once_per_key_and_keeps_a_bounded_number():
+    class State:
+        pass
+
+    st = State()
+    asked = []
+
+    def make(c):
+        def f():
+            asked.append(c)
+            return c
+        return f
+
+    one = online.trial_for(st, "k1", make((("a", 1e-3), ("b", 1e-3))))
+    assert one is not None and one.contenders == ("a", "b")
+    assert online.trial_for(st, "k1", make(())) is one and len(asked) == 1
+    assert online.trial_for(st, "k2", make((("a", 1e-3),))) is None  # nothing else close: nothing to try
+    assert online.trial_for(st, "k2", make((("a", 1e-3), ("b", 1e-3)))) is None and len(asked) == 2
+    for i in range(online.TRIALS_KEPT + 5):
+        online.trial_for(st, ("many", i), make(()))
+    assert len(online.trials(st)) == online.TRIALS_KEPT
+
+
+@pytest.mark.parametrize("value, on", [("", True), ("on", True), ("1", True), ("OFF", False), ("0", False),
+                                       ("no", False)])
+def test_the_switch(monkeypatch, value, on):
+    monkeypatch.setenv(online.ENV_TRIAL, value)
+    online.enabled.cache_clear()
+    try:
+        assert online.enabled() is on
+    finally:
+        online.enabled.cache_clear()
+
+
+def test_an_unknown_switch_value_is_a_clear_error(monkeypatch):
+    monkeypatch.setenv(online.ENV_TRIAL, "sometimes")
+    online.enabled.cache_clear()
+    try:
+        with pytest.raises(ValueError, match="SWING_MPI_TRIAL.*expected one of: on, 1, yes, true, off"):
+            online.enabled()
+    finally:
+        online.enabled.cache_clear()
