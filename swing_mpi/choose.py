@@ -200,7 +200,13 @@ def _contenders(p: int, dims: tuple[int, ...], nbytes: int, exact: bool, commuta
     close = sorted((x for x in priced if x[0] != pick and x[1] <= TRIAL_FACTOR * fastest),
                    key=lambda x: (x[1], table.candidates.index(x[0])))
     mine = [x for x in priced if x[0] == pick]
-    return tuple(mine + close)[:TRIAL_MAX] if mine else ()
+    if not mine:
+        return ()
+    tried = (mine + close)[:TRIAL_MAX]
+    native = [x for x in close if x[0] == NATIVE]
+    if native and native[0] not in tried and len(tried) > 1:  # MPI's own call is always tried when close
+        tried[-1] = native[0]
+    return tuple(tried)
 
 
 def contenders(p: int, dims: Sequence[int], nbytes: int, *, exact: bool, commutative: bool = True,
@@ -210,7 +216,9 @@ def contenders(p: int, dims: Sequence[int], nbytes: int, *, exact: bool, commuta
 
     The pick of :func:`choose` first, then the other candidates of the
     measured table within :data:`TRIAL_FACTOR` of the fastest, fastest first,
-    :data:`TRIAL_MAX` in all. Empty where the decision is not from a measured
+    :data:`TRIAL_MAX` in all; ``native`` among them whenever it is that close
+    (in the last place if it would not make the cut: ``auto`` must not lose
+    to the MPI library's own call on a launch where that is fastest). Empty where the decision is not from a measured
     table (the model or a rule decides: nothing was measured to try against);
     a single entry where nothing else is close.
     """

@@ -29,6 +29,13 @@ def test_contenders_are_the_pick_then_the_close_ones_fastest_first():
     assert explain(4, (2, 2), 1 << 20, exact=False, tuning=t, collective="allgather").tried == ()
 
 
+def test_native_is_tried_whenever_it_is_close():
+    t = _tuning(ring=(1e-4, 1.1e-3), recdoub=(1e-4, 1.0e-3), bucket=(1e-4, 1.05e-3), native=(1e-4, 2.2e-3),
+                swing_bw=(1e-4, 1.2e-3))
+    assert [a for a, _ in contenders(4, (2, 2), 1 << 20, exact=False, tuning=t)] == (
+        ["recdoub", "bucket", "ring", "swing-bw"][:TRIAL_MAX - 1] + ["native"])
+
+
 def test_the_pick_comes_first_even_when_native_keeps_it_by_the_margin():
     # ours 3 % faster than native: native stays the pick (NATIVE_MARGIN) and is tried first
     t = _tuning(recdoub=(1e-4, 0.97e-3), native=(1e-4, 1.0e-3))
