@@ -9,13 +9,19 @@ Algorithm:
     the other. So where the table names other candidates close to the
     fastest at a call's size (:func:`swing_mpi.choose.contenders`), the first
     blocking calls of that size (same dims, op class, rank placement) run the
-    contenders in turn, the table's pick first, ``rounds`` calls each. Every
-    rank times each of these calls itself; the call that ends the trial takes
-    the maximum over the ranks of every time (one ``MPI_Allreduce`` of a few
-    doubles on the private communicator: a call takes as long as its slowest
-    rank) and every later call of that size runs the contender with the least
-    median, if it beats the table's pick by :data:`SWITCH_MARGIN`; else the
-    pick. All ranks reduce to the same numbers, so they agree.
+    contenders in turns of ``rounds`` calls each, the table's pick first.
+    Every rank times each of these calls itself; the call that ends the trial
+    takes the maximum over the ranks of every time (one ``MPI_Allreduce`` of a
+    few doubles on the private communicator: a call takes as long as its
+    slowest rank) and every later call of that size runs the contender with
+    the least median over its turn, the turn's first call left out, if it
+    beats the table's pick by :data:`SWITCH_MARGIN`; else the pick. All ranks
+    reduce to the same numbers, so they agree. Turns, not call by call: a
+    call right after another algorithm's finds what that one left (in the
+    torus lab MPICH's default ran 5-8 ms right after one of ours at 64 KiB,
+    26-28 ms after its own; on shared memory the first call after a switch
+    ran 5-40 % slower at 8 B-1 KiB), and a program runs one algorithm per
+    size from then on.
 
 Restrictions:
     Blocking allreduce only. Nonblocking and persistent calls run the trial's
@@ -55,8 +61,9 @@ _ON = ("on", "1", "yes", "true")
 _OFF = ("off", "0", "no", "false")
 TRIAL_SECONDS = 0.01
 """What a trial aims to spend per contender (sets ``rounds`` from the measured times)."""
-MIN_ROUNDS = 3
-"""Calls per contender at least: a median of three survives one call that a busy core delayed."""
+MIN_ROUNDS = 4
+"""Calls per contender at least: the first of a turn does not count, and a median of the other three
+survives one call that a busy core delayed."""
 MAX_ROUNDS = 9
 SWITCH_MARGIN = 0.10
 """Another contender replaces the table's pick only if its median is at least this fraction less."""
@@ -91,10 +98,10 @@ class Trial:
 
     @property
     def algorithm(self) -> str:
-        """What the next call runs: this round's contender, or the result."""
+        """What the next call runs: the contender whose turn it is, or the result."""
         if self.pick is not None:
             return self.pick
-        return self.contenders[len(self.times) % len(self.contenders)]
+        return self.contenders[len(self.times) // self.rounds]
 
     def record(self, seconds: float, comm: Any) -> None:
         """Add the time of the call just run; the last trial call agrees on the result over ``comm`` (collective)."""
@@ -105,7 +112,8 @@ class Trial:
         t = np.array(self.times, np.float64)
         comm.Allreduce(MPI.IN_PLACE, t, MPI.MAX)
         self.times = [float(x) for x in t]
-        self.medians = tuple(float(np.median(t[i::k])) for i in range(k))
+        r = self.rounds  # a turn's first call follows another algorithm's: it does not count
+        self.medians = tuple(float(np.median(t[i * r + 1:(i + 1) * r])) for i in range(k))
         best = min(range(k), key=lambda i: (self.medians[i], i))
         self.pick = self.contenders[best if self.medians[best] < (1.0 - SWITCH_MARGIN) * self.medians[0] else 0]
 

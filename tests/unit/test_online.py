@@ -80,25 +80,26 @@ def _run(trial: online.Trial, mine: dict[str, float], comm) -> list[str]:
 
 
 def test_a_trial_takes_turns_and_agrees_on_the_maximum_over_ranks():
-    trial = online.Trial(("a", "b", "c"), rounds=3)
-    other = [1.0, 1.0, 9.0] * 3  # the other rank finds c slow
+    trial = online.Trial(("a", "b", "c"), rounds=4)
+    other = [1.0] * 8 + [9.0] * 4  # the other rank finds c slow
     comm = _MaxWith(other)
     ran = _run(trial, {"a": 2.0, "b": 1.5, "c": 0.5}, comm)
-    assert ran == ["a", "b", "c"] * 3 and comm.calls == 1
+    assert ran == ["a"] * 4 + ["b"] * 4 + ["c"] * 4 and comm.calls == 1
     assert trial.medians == (2.0, 1.5, 9.0) and trial.pick == "b" and trial.algorithm == "b"
 
 
 def test_a_gain_within_the_margin_keeps_the_pick():
-    trial = online.Trial(("a", "b"), rounds=3)
-    _run(trial, {"a": 1.0, "b": 1.0 - online.SWITCH_MARGIN / 2}, _MaxWith([0.0] * 6))
+    trial = online.Trial(("a", "b"), rounds=4)
+    _run(trial, {"a": 1.0, "b": 1.0 - online.SWITCH_MARGIN / 2}, _MaxWith([0.0] * 8))
     assert trial.pick == "a"
 
 
-def test_one_slow_call_does_not_decide():
-    trial = online.Trial(("a", "b"), rounds=3)
-    times = iter([1.0, 2.0, 50.0, 2.0, 1.0, 2.0])  # a: 1, 50, 1 (one delayed call); b: 2, 2, 2
+def test_a_turns_first_call_and_one_slow_call_do_not_decide():
+    trial = online.Trial(("a", "b"), rounds=4)
+    # a: 1, 1, 50 (one delayed call), 1; b: its first call fast (it follows a), then 2, 2, 2
+    times = iter([1.0, 1.0, 50.0, 1.0, 0.1, 2.0, 2.0, 2.0])
     while trial.pick is None:
-        trial.record(next(times), _MaxWith([0.0] * 6))
+        trial.record(next(times), _MaxWith([0.0] * 8))
     assert trial.medians == (1.0, 2.0) and trial.pick == "a"
 
 
