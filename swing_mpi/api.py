@@ -200,7 +200,7 @@ def _allreduce_checked(comm: MPI.Intracomm, sendbuf: Any, recvbuf: Any, op: MPI.
     except DeviceBuffer:  # device memory: only the MPI library can reduce it
         MPI.Intracomm.Allreduce(comm, MPI.IN_PLACE if sendbuf is None else sendbuf, recvbuf, op)
         return
-    if recv.count and requested_algorithm(algorithm) == AUTO and online.enabled():
+    if recv.count and requested_algorithm(algorithm) == AUTO:
         trial = _trial(comm, dims_t, recv, op)
         if trial is not None:
             name = trial.algorithm
@@ -231,9 +231,9 @@ def _trial(comm: MPI.Intracomm, dims_t: tuple[int, ...], recv: BufferSpec, op: M
     """Return the trial of ``auto``'s blocking calls of this size (:mod:`swing_mpi.online`); None: nothing to try."""
     st = comm_state(comm)
     dt = recv.datatype
-    placement = _placement(comm)
-    op_key = op.py2f() if op.is_predefined else id(op)
-    key = ("allreduce", dims_t, placement, recv.nbytes, dt.py2f() if dt.is_predefined else dt.Get_size(), op_key)
+    if not (st.trial and op.is_predefined and dt.is_predefined):  # a key must be equal on every rank
+        return None
+    key = ("allreduce", dims_t, _placement(comm), recv.nbytes, dt.py2f(), op.py2f())
 
     def contenders() -> tuple[tuple[str, float], ...]:
         exact = is_exact(op, dt)
@@ -246,13 +246,13 @@ def _trial(comm: MPI.Intracomm, dims_t: tuple[int, ...], recv: BufferSpec, op: M
 def auto_trial(comm: MPI.Intracomm, recvbuf: Any, op: MPI.Op = MPI.SUM, *, dims: Any = None) -> online.Trial | None:
     """Return the trial ``auto`` runs for blocking allreduces like this one (:mod:`swing_mpi.online`).
 
-    ``None`` where it tries nothing (no measured table with close contenders, or
-    ``SWING_MPI_TRIAL=off``). Collective on a communicator's first use, like the
+    ``None`` where it tries nothing (no measured table with close contenders, a
+    user-defined op or datatype, or ``SWING_MPI_TRIAL=off``). Collective on a communicator's first use, like the
     call itself; a benchmark calls until ``trial.pick`` is set to time what
     ``auto`` settles on.
     """
     recv = parse_buffer(recvbuf, writable=True, where="recvbuf")
-    if not (recv.count and online.enabled()):
+    if not recv.count:
         return None
     return _trial(comm, dims_for(comm, dims), recv, op)
 
@@ -281,7 +281,7 @@ def _nonblocking(comm: MPI.Intracomm, sendbuf: Any, recvbuf: Any, op: MPI.Op, al
     except DeviceBuffer:  # device memory: only the MPI library can reduce it
         send, name, dims_t = (None if sendbuf is None or sendbuf is MPI.IN_PLACE else sendbuf), NATIVE, ()
     else:
-        if recv.count and requested_algorithm(algorithm) == AUTO and online.enabled():
+        if recv.count and requested_algorithm(algorithm) == AUTO:
             trial = _trial(comm, dims_t, recv, op)  # its result once in; the table's pick while it runs
             if trial is not None and trial.pick is not None:
                 name = trial.pick

@@ -11,12 +11,18 @@ Algorithm:
     blocking calls of that size (same dims, op class, rank placement) run the
     contenders in turns of ``rounds`` calls each, the table's pick first.
     Every rank times each of these calls itself; the call that ends the trial
-    takes the maximum over the ranks of every time (one ``MPI_Allreduce`` of a
-    few doubles on the private communicator: a call takes as long as its
-    slowest rank) and every later call of that size runs the contender with
-    the least median over its turn, the turn's first call left out, if it
-    beats the table's pick by :data:`SWITCH_MARGIN`; else the pick. All ranks
-    reduce to the same numbers, so they agree. Turns, not call by call: a
+    takes the minimum over the ranks of every time (one ``MPI_Allreduce`` of a
+    few doubles on the private communicator) and every later call of that
+    size runs the contender with the least median over its turn, the turn's
+    first call left out, if it is clearly faster than the table's pick
+    (:func:`clearly_faster`: a median :data:`SWITCH_MARGIN` less, and the two
+    turns' times apart); else the pick. All ranks reduce to the same numbers,
+    so they agree. The minimum, not the maximum: with no common start, the
+    rank that arrived first waits for the last, so the slowest rank's time
+    measures how far apart they arrived (16 ranks on 2 cores: 1.6-3.7 ms per
+    8 B call whose time from a common start is 0.3-0.4 ms; picking by it put
+    algorithms 1.5-2x slower ahead), while the last to arrive waits for no
+    one and takes about the algorithm's own time. Turns, not call by call: a
     call right after another algorithm's finds what that one left (in the
     torus lab MPICH's default ran 5-8 ms right after one of ours at 64 KiB,
     26-28 ms after its own; on shared memory the first call after a switch
@@ -26,7 +32,9 @@ Algorithm:
 Restrictions:
     Blocking allreduce only. Nonblocking and persistent calls run the trial's
     result once it is in, the table's pick before, and take no part in it.
-    Off with ``SWING_MPI_TRIAL=off``: ``auto`` then runs the table's pick.
+    Off with ``SWING_MPI_TRIAL=off`` (rank 0's value counts on every rank): ``auto``
+    then runs the table's pick. User-defined ops and derived datatypes are not tried
+    (nothing tells that two ranks' objects are the same op).
     A trial runs its contenders on the program's own data, so while it lasts
     consecutive floating-point results may differ in their last bits from
     call to call (each is still bit-identical on every rank).
@@ -44,7 +52,6 @@ from __future__ import annotations
 
 import math
 import os
-from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -53,8 +60,8 @@ from typing import Any
 import numpy as np
 from mpi4py import MPI
 
-__all__ = ["Trial", "trial_for", "trials", "rounds_for", "enabled", "ENV_TRIAL", "TRIAL_SECONDS", "MIN_ROUNDS",
-           "MAX_ROUNDS", "SWITCH_MARGIN", "TRIALS_KEPT"]
+__all__ = ["Trial", "trial_for", "trials", "rounds_for", "clearly_faster", "enabled", "agreed", "ENV_TRIAL",
+           "TRIAL_SECONDS", "MIN_ROUNDS", "MAX_ROUNDS", "SWITCH_MARGIN", "TRIALS_KEPT"]
 
 ENV_TRIAL = "SWING_MPI_TRIAL"
 _ON = ("on", "1", "yes", "true")
@@ -68,7 +75,7 @@ MAX_ROUNDS = 9
 SWITCH_MARGIN = 0.10
 """Another contender replaces the table's pick only if its median is at least this fraction less."""
 TRIALS_KEPT = 1024
-"""Trials kept per communicator (least recently used go first; a size seen again is tried again)."""
+"""Sizes tried per communicator; later new sizes run the table's pick untried (:func:`trial_for`)."""
 
 
 @lru_cache(maxsize=1)
@@ -83,6 +90,23 @@ def enabled() -> bool:
                      f"expected one of: {', '.join(_ON + _OFF)}")
 
 
+def agreed(comm: Any) -> bool:
+    """Return rank 0's :func:`enabled` on every rank of ``comm`` (collective; a bad value raises everywhere).
+
+    Ranks that tried different things would run different algorithms in one call.
+    """
+    mine: bool | str = False
+    if comm.Get_rank() == 0:
+        try:
+            mine = enabled()
+        except ValueError as err:
+            mine = str(err)
+    got = comm.bcast(mine, root=0)
+    if isinstance(got, str):
+        raise ValueError(got)
+    return bool(got)
+
+
 @dataclass
 class Trial:
     """The trial of one size: its contenders, the times so far, and its result once in."""
@@ -90,11 +114,11 @@ class Trial:
     contenders: tuple[str, ...]
     rounds: int
     times: list[float] = field(default_factory=list)
-    """Seconds of each trial call on this rank, in call order (the maximum over ranks once the trial ends)."""
+    """Seconds of each trial call on this rank, in call order (the minimum over ranks once the trial ends)."""
     pick: str | None = None
     """What every call runs once the trial is over (``None`` while it runs)."""
     medians: tuple[float, ...] = ()
-    """Median seconds of every contender (max over ranks per call), once the trial is over."""
+    """Median seconds of every contender (min over ranks per call), once the trial is over."""
 
     @property
     def algorithm(self) -> str:
@@ -110,12 +134,26 @@ class Trial:
         if len(self.times) < k * self.rounds:
             return
         t = np.array(self.times, np.float64)
-        comm.Allreduce(MPI.IN_PLACE, t, MPI.MAX)
+        comm.Allreduce(MPI.IN_PLACE, t, MPI.MIN)
         self.times = [float(x) for x in t]
         r = self.rounds  # a turn's first call follows another algorithm's: it does not count
-        self.medians = tuple(float(np.median(t[i * r + 1:(i + 1) * r])) for i in range(k))
+        turns = [self.times[i * r + 1:(i + 1) * r] for i in range(k)]
+        self.medians = tuple(float(np.median(x)) for x in turns)
         best = min(range(k), key=lambda i: (self.medians[i], i))
-        self.pick = self.contenders[best if self.medians[best] < (1.0 - SWITCH_MARGIN) * self.medians[0] else 0]
+        self.pick = self.contenders[best if clearly_faster(turns[best], turns[0]) else 0]
+
+
+def clearly_faster(a: Sequence[float], b: Sequence[float]) -> bool:
+    """Tell whether calls ``a`` beat calls ``b``: a median :data:`SWITCH_MARGIN` less, and apart.
+
+    Apart: ``a``'s upper quartile below ``b``'s lower one. A call timed on
+    its own, with no common start, carries how far apart the ranks arrived:
+    at 8 B on 4 ranks on 2 cores that was 35 us of a 12 us call, a spread
+    in which medians alone differed by 15 % between two algorithms whose
+    steady times differ by 3x the other way.
+    """
+    ma, mb = float(np.median(a)), float(np.median(b))
+    return ma < (1.0 - SWITCH_MARGIN) * mb and float(np.percentile(a, 75)) < float(np.percentile(b, 25))
 
 
 def rounds_for(seconds: Sequence[float]) -> int:
@@ -126,27 +164,31 @@ def rounds_for(seconds: Sequence[float]) -> int:
     return max(MIN_ROUNDS, min(MAX_ROUNDS, math.ceil(TRIAL_SECONDS * len(seconds) / per_round)))
 
 
-def trials(state: Any) -> OrderedDict[Hashable, Trial | None]:
+def trials(state: Any) -> dict[Hashable, Trial | None]:
     """Return the trials of a communicator state (created empty on first use)."""
     got = getattr(state, "trials", None)
     if got is None:
-        got = state.trials = OrderedDict()
+        got = state.trials = {}
     return got
 
 
 def trial_for(state: Any, key: Hashable, contenders: Callable[[], Sequence[tuple[str, float]]]) -> Trial | None:
     """Return the trial of ``key`` on ``state``, started from ``contenders()`` on first use; None: nothing to try.
 
-    Every rank makes the same calls in the same order, so every rank holds
-    the same trials at the same call.
+    ``key`` must be equal on every rank for the same call (sizes, predefined
+    datatype and op codes, dims). A key's first call is never a repeat (the
+    repeat path only knows calls made before), so every rank starts the same
+    trials in the same order. Nothing is ever dropped: a rank whose repeat path
+    runs a trial's result while another rank, dropping it, started it again
+    would run another algorithm in the same call. Past :data:`TRIALS_KEPT`
+    sizes, new ones are not tried (the table's pick).
     """
     kept = trials(state)
     if key in kept:
-        kept.move_to_end(key)
         return kept[key]
+    if len(kept) >= TRIALS_KEPT:
+        return None
     c = tuple(contenders())
     trial = Trial(tuple(a for a, _ in c), rounds_for([t for _, t in c])) if len(c) > 1 else None
     kept[key] = trial
-    if len(kept) > TRIALS_KEPT:
-        kept.popitem(last=False)
     return trial

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 from mpi4py import MPI
 
+from . import online
 from .choose import Tuning, tuning_for_comm
 from .executor import Plan
 from .schedule import AUTO, Schedule
@@ -46,12 +47,19 @@ class CommState:
     """What one placement on one user communicator keeps between calls."""
 
     def __init__(self, comm: MPI.Comm, placement: Placement) -> None:
-        """Create the private communicator (collective) and read the tuning."""
+        """Create the private communicator and read the tuning and the trial switch on rank 0 (collective)."""
         private = comm.Dup() if placement is None else comm.Split(0, placement[comm.Get_rank()])
         self.comm: Any = private
         self.placement = placement
-        self.tuning: Tuning = tuning_for_comm(self.comm)
-        """``auto``'s cost-model constants: read on rank 0 and broadcast, equal on all ranks."""
+        try:
+            self.tuning: Tuning = tuning_for_comm(self.comm)
+            """``auto``'s cost-model constants: read on rank 0 and broadcast, equal on all ranks."""
+            self.trial: bool = online.agreed(self.comm)
+        except BaseException:  # raised on every rank alike: nothing is left behind
+            private.Free()
+            raise
+        """``auto`` tries close contenders on its first calls (:mod:`swing_mpi.online`): rank 0's switch."""
+        self.trials: dict[Hashable, online.Trial | None] = {}
         self.plans: OrderedDict[Hashable, Plan] = OrderedDict()
         self.vectors: OrderedDict[Hashable, np.ndarray] = OrderedDict()
         """Work vectors of blocking calls that need one besides the user's buffers (reduce-scatter)."""

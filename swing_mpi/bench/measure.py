@@ -296,7 +296,8 @@ def _finish_trial(comm: Any, mpi_op: Any, alg: str, dims: Any, pt: Point, call: 
         timed(comm, pt, call, recv)
         extra += 1
     return {"contenders": list(trial.contenders), "rounds": trial.rounds, "pick": trial.pick,
-            "medians_us": [m * 1e6 for m in trial.medians], "calls_after_warmup": extra}
+            "medians_us": [m * 1e6 for m in trial.medians], "times_us": [x * 1e6 for x in trial.times],
+            "calls_after_warmup": extra}
 
 
 def resolve_dims(comm: Any, spec: str | None) -> tuple[tuple[int, ...], str]:

@@ -111,18 +111,28 @@ def test_the_trial_takes_turns_then_every_rank_keeps_the_fastest(tried_comm, mon
 
 
 @pytest.mark.mpi(min_size=2)
-def test_the_slowest_rank_decides_and_a_small_gain_keeps_the_pick(tried_comm, monkeypatch):
-    # native looks fastest on every rank but rank 0, where it is slowest: the maximum over ranks rules it out;
-    # recdoub is 5 % faster than ring: less than the switch margin, so ring stays
-    ran = _fake_clock(monkeypatch, {"ring": 2.0e-3, "recdoub": 1.9e-3, "native": 9e-3 if R == 0 else 1e-3})
+def test_the_rank_that_waited_least_decides_and_a_small_gain_keeps_the_pick(tried_comm, monkeypatch):
+    # recdoub is 5 % faster than ring: less than the switch margin, so ring stays, even though native looks
+    # slow on every rank but rank 0 (which came last: the others waited for it); then rank 0 finds it fast
+    # too, and the minimum over ranks lets it win
+    slow = {"ring": 2.0e-3, "recdoub": 1.9e-3, "native": 9e-3}
+    ran = _fake_clock(monkeypatch, slow)
     x = np.arange(N, dtype=np.float64) * (R + 1)
     trial = _trial(tried_comm, x)
     for _ in range(len(trial.contenders) * trial.rounds):
         _call(tried_comm, x)
     assert trial.pick == "ring" and _same_everywhere(WORLD, trial.medians)
-    assert trial.medians[2] == pytest.approx(9e-3)
+    assert trial.medians == pytest.approx((2.0e-3, 1.9e-3, 9e-3))
+    monkeypatch.undo()
+    ran2 = _fake_clock(monkeypatch, {**slow, "native": 1e-3 if R == 0 else 9e-3})
+    y = np.arange(N + 1, dtype=np.float64) * (R + 1)
+    other = _trial(tried_comm, y)
+    for _ in range(len(other.contenders) * other.rounds):
+        _call(tried_comm, y)
+    assert other.pick == "native" and other.medians[2] == pytest.approx(1e-3)
     _call(tried_comm, x)
-    assert len(ran) == len(trial.contenders) * trial.rounds
+    _call(tried_comm, y)
+    assert len(ran) == len(trial.contenders) * trial.rounds and len(ran2) == len(other.contenders) * other.rounds
 
 
 @pytest.mark.mpi(min_size=2)
@@ -156,12 +166,43 @@ def test_exact_ops_are_tried_apart_and_never_without_a_table(tried_comm, monkeyp
 
 
 @pytest.mark.mpi(min_size=2)
-def test_switched_off(tried_comm, monkeypatch):
-    monkeypatch.setenv("SWING_MPI_TRIAL", "off")
-    online.enabled.cache_clear()
+def test_user_ops_are_not_tried(tried_comm, monkeypatch):
     ran = _fake_clock(monkeypatch, {"ring": 1e-3, "recdoub": 1e-3, "native": 1e-3})
-    x = np.random.default_rng(R).random(N)
-    assert _trial(tried_comm, x) is None
-    for _ in range(5):
-        _call(tried_comm, x)
-    assert ran == []
+    op = MPI.Op.Create(lambda a, b, dt: np.add(np.frombuffer(a, np.float64), np.frombuffer(b, np.float64),
+                                               out=np.frombuffer(b, np.float64)), commute=True)
+    try:
+        x = np.arange(N, dtype=np.float64) + R
+        assert api.auto_trial(tried_comm, np.empty_like(x), op) is None
+        y = np.empty_like(x)
+        swing_mpi.allreduce(tried_comm, x, y, op)
+        assert (y == sum(np.arange(N, dtype=np.float64) + r for r in range(P))).all() and ran == []
+    finally:
+        op.Free()
+
+
+@pytest.mark.mpi(min_size=2)
+def test_switched_off_by_rank_0(tried_comm, monkeypatch):
+    monkeypatch.setenv("SWING_MPI_TRIAL", "off" if R == 0 else "on")  # rank 0's value counts everywhere
+    online.enabled.cache_clear()
+    comm = tried_comm.Dup()
+    try:
+        ran = _fake_clock(monkeypatch, {"ring": 1e-3, "recdoub": 1e-3, "native": 1e-3})
+        x = np.random.default_rng(R).random(N)
+        assert _trial(comm, x) is None
+        for _ in range(5):
+            _call(comm, x)
+        assert ran == []
+    finally:
+        comm.Free()
+
+
+@pytest.mark.mpi(min_size=2)
+def test_a_bad_switch_on_rank_0_raises_on_every_rank(tried_comm, monkeypatch):
+    monkeypatch.setenv("SWING_MPI_TRIAL", "sometimes" if R == 0 else "on")
+    online.enabled.cache_clear()
+    comm = tried_comm.Dup()
+    try:
+        with pytest.raises(ValueError, match="SWING_MPI_TRIAL"):
+            swing_mpi.allreduce(comm, np.ones(4), np.empty(4))
+    finally:
+        comm.Free()

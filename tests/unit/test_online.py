@@ -58,8 +58,8 @@ def test_rounds_follow_the_measured_times_within_bounds():
     assert online.rounds_for([t, t]) == max(online.MIN_ROUNDS, min(online.MAX_ROUNDS, 4))
 
 
-class _MaxWith:
-    """A stand-in communicator: Allreduce(MAX) with another rank's times."""
+class _MinWith:
+    """A stand-in communicator: Allreduce(MIN) with another rank's times."""
 
     def __init__(self, other: list[float]) -> None:
         self.other = np.array(other)
@@ -67,7 +67,7 @@ class _MaxWith:
 
     def Allreduce(self, sendbuf, recvbuf, op):  # noqa: N802 (mpi4py's name)
         self.calls += 1
-        np.maximum(recvbuf, self.other, out=recvbuf)
+        np.minimum(recvbuf, self.other, out=recvbuf)
 
 
 def _run(trial: online.Trial, mine: dict[str, float], comm) -> list[str]:
@@ -79,19 +79,34 @@ def _run(trial: online.Trial, mine: dict[str, float], comm) -> list[str]:
     return ran
 
 
-def test_a_trial_takes_turns_and_agrees_on_the_maximum_over_ranks():
+def test_a_trial_takes_turns_and_agrees_on_the_minimum_over_ranks():
     trial = online.Trial(("a", "b", "c"), rounds=4)
-    other = [1.0] * 8 + [9.0] * 4  # the other rank finds c slow
-    comm = _MaxWith(other)
-    ran = _run(trial, {"a": 2.0, "b": 1.5, "c": 0.5}, comm)
+    other = [9.0] * 8 + [0.5] * 4  # the other rank waited in a's and b's calls; it came last to c's
+    comm = _MinWith(other)
+    ran = _run(trial, {"a": 2.0, "b": 1.5, "c": 6.0}, comm)
     assert ran == ["a"] * 4 + ["b"] * 4 + ["c"] * 4 and comm.calls == 1
-    assert trial.medians == (2.0, 1.5, 9.0) and trial.pick == "b" and trial.algorithm == "b"
+    assert trial.medians == (2.0, 1.5, 0.5) and trial.pick == "c" and trial.algorithm == "c"
 
 
 def test_a_gain_within_the_margin_keeps_the_pick():
     trial = online.Trial(("a", "b"), rounds=4)
-    _run(trial, {"a": 1.0, "b": 1.0 - online.SWITCH_MARGIN / 2}, _MaxWith([0.0] * 8))
+    _run(trial, {"a": 1.0, "b": 1.0 - online.SWITCH_MARGIN / 2}, _MinWith([99.0] * 8))
     assert trial.pick == "a"
+
+
+def test_clearly_faster_needs_the_margin_and_times_apart():
+    assert online.clearly_faster([1.0, 1.1, 1.2], [2.0, 2.1, 2.2])
+    assert not online.clearly_faster([1.0, 1.0, 1.0], [1.0 / (1 - online.SWITCH_MARGIN / 2)] * 3)  # within the margin
+    # medians 15 % apart, but the times overlap: noise, not a faster algorithm
+    assert not online.clearly_faster([60.0, 74.0, 95.0], [70.0, 87.0, 90.0])
+    trial = online.Trial(("a", "b"), rounds=4)
+    _run(trial, {"a": 1.0, "b": 0.5}, _MinWith([9.0, 9.0, 9.0, 0.9] + [9.0] * 4))  # a's calls 1, 1, 0.9 vs b's 0.5
+    assert trial.pick == "b"
+    spread = online.Trial(("a", "b"), rounds=4)
+    times = iter([1.0, 80.0, 87.0, 90.0, 1.0, 60.0, 74.0, 95.0])
+    while spread.pick is None:
+        spread.record(next(times), _MinWith([99.0] * 8))
+    assert spread.medians == (87.0, 74.0) and spread.pick == "a"
 
 
 def test_a_turns_first_call_and_one_slow_call_do_not_decide():
@@ -99,7 +114,7 @@ def test_a_turns_first_call_and_one_slow_call_do_not_decide():
     # a: 1, 1, 50 (one delayed call), 1; b: its first call fast (it follows a), then 2, 2, 2
     times = iter([1.0, 1.0, 50.0, 1.0, 0.1, 2.0, 2.0, 2.0])
     while trial.pick is None:
-        trial.record(next(times), _MaxWith([0.0] * 8))
+        trial.record(next(times), _MinWith([99.0] * 8))
     assert trial.medians == (1.0, 2.0) and trial.pick == "a"
 
 
@@ -121,8 +136,12 @@ def test_trial_for_starts_once_per_key_and_keeps_a_bounded_number():
     assert online.trial_for(st, "k1", make(())) is one and len(asked) == 1
     assert online.trial_for(st, "k2", make((("a", 1e-3),))) is None  # nothing else close: nothing to try
     assert online.trial_for(st, "k2", make((("a", 1e-3), ("b", 1e-3)))) is None and len(asked) == 2
-    for i in range(online.TRIALS_KEPT + 5):
-        online.trial_for(st, ("many", i), make(()))
+    for i in range(online.TRIALS_KEPT):
+        online.trial_for(st, ("many", i), make((("a", 1e-3), ("b", 1e-3))))
+    # full: nothing is dropped (a rank repeating a result while another tried again would deadlock),
+    # and a new size runs the table's pick untried
+    assert len(online.trials(st)) == online.TRIALS_KEPT and online.trial_for(st, "k1", make(())) is one
+    assert online.trial_for(st, "new", make((("a", 1e-3), ("b", 1e-3)))) is None
     assert len(online.trials(st)) == online.TRIALS_KEPT
 
 
