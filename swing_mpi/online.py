@@ -8,26 +8,28 @@ Algorithm:
     launch, with ``MPI_Allreduce`` and ``recdoub`` each up to 2.2x ahead of
     the other. So where the table names other candidates close to the
     fastest at a call's size (:func:`swing_mpi.choose.contenders`), the first
-    blocking calls of that size (same dims, op class, rank placement) run the
-    contenders in turns of ``rounds`` calls each, the table's pick first.
-    Every rank times each of these calls itself; the call that ends the trial
-    takes the minimum over the ranks of every time (one ``MPI_Allreduce`` of a
-    few doubles on the private communicator) and every later call of that
-    size runs the contender with the least median over its turn, the turn's
-    first call left out, if it is clearly faster than the table's pick
-    (:func:`clearly_faster`: a median :data:`SWITCH_MARGIN` less, and the two
-    turns' times apart); else the pick. All ranks reduce to the same numbers,
-    so they agree. The minimum, not the maximum: with no common start, the
-    rank that arrived first waits for the last, so the slowest rank's time
-    measures how far apart they arrived (16 ranks on 2 cores: 1.6-3.7 ms per
-    8 B call whose time from a common start is 0.3-0.4 ms; picking by it put
-    algorithms 1.5-2x slower ahead), while the last to arrive waits for no
-    one and takes about the algorithm's own time. Turns, not call by call: a
-    call right after another algorithm's finds what that one left (in the
-    torus lab MPICH's default ran 5-8 ms right after one of ours at 64 KiB,
-    26-28 ms after its own; on shared memory the first call after a switch
-    ran 5-40 % slower at 8 B-1 KiB), and a program runs one algorithm per
-    size from then on.
+    blocking calls of that size (same dims, op class, rank placement) run
+    them in turns of ``rounds`` calls: the table's pick (a warmup, not
+    counted), every other contender, the pick again. Every rank times each
+    of these calls itself; the call that ends the trial takes the maximum
+    over the ranks of every time (one ``MPI_Allreduce`` of a few doubles on
+    the private communicator: a call takes as long as its slowest rank), and
+    every later call of that size runs the contender with the least median
+    over the later half of its turn if it is clearly faster than the table's
+    pick (:func:`clearly_faster`: a median :data:`SWITCH_MARGIN` less, and
+    the two turns' times apart); else the pick. All ranks reduce to the same
+    numbers, so they agree.
+
+    Why so: 16 ranks on 2 cores (MPICH, 1 KiB, calls back to back), a
+    launch's first calls ran 2-300x slower than its later ones, and the first
+    2-3 calls after a switch of algorithm 1.5-3x slower even once every
+    algorithm had run (plans built, buffers touched); in the torus lab a call
+    right after another algorithm's finds what that one left in the links'
+    queues. A first try (turns counted but for their first call, the pick's
+    only turn first) put algorithms 1.3-2x slower ahead at 4 of the 20
+    shared-memory points. The minimum over ranks is no way out: the last rank
+    to arrive often finds its peers' messages waiting and ends a recursive
+    doubling in 33-72 us where the call takes 0.8-0.9 ms.
 
 Restrictions:
     Blocking allreduce only. Nonblocking and persistent calls run the trial's
@@ -42,9 +44,10 @@ Restrictions:
 Cost:
     ``rounds`` = :data:`TRIAL_SECONDS` over the contenders' measured times
     per round, between :data:`MIN_ROUNDS` and :data:`MAX_ROUNDS`: at most
-    ``TRIAL_MAX x MAX_ROUNDS`` calls per size, the slowest contender at most
-    ``TRIAL_FACTOR`` times the fastest. The first call of a size runs the
-    table's pick, so a program that calls once pays nothing. After the trial,
+    ``(TRIAL_MAX + 1) x MAX_ROUNDS`` calls per size, two turns of them the
+    pick's (what would run anyway), the slowest contender at most
+    ``TRIAL_FACTOR`` times the fastest. The first calls of a size run the
+    table's pick, so a program that calls a few times pays nothing. After the trial,
     calls take the usual path (and the repeat path of :mod:`swing_mpi.repeat`).
 """
 
@@ -68,10 +71,9 @@ _ON = ("on", "1", "yes", "true")
 _OFF = ("off", "0", "no", "false")
 TRIAL_SECONDS = 0.01
 """What a trial aims to spend per contender (sets ``rounds`` from the measured times)."""
-MIN_ROUNDS = 4
-"""Calls per contender at least: the first of a turn does not count, and a median of the other three
-survives one call that a busy core delayed."""
-MAX_ROUNDS = 9
+MIN_ROUNDS = 6
+"""Calls per turn at least: the later three count, a median of three survives one delayed call."""
+MAX_ROUNDS = 10
 SWITCH_MARGIN = 0.10
 """Another contender replaces the table's pick only if its median is at least this fraction less."""
 TRIALS_KEPT = 1024
@@ -113,44 +115,57 @@ class Trial:
 
     contenders: tuple[str, ...]
     rounds: int
+    """Calls per turn; the last :meth:`counted` of a turn count."""
     times: list[float] = field(default_factory=list)
-    """Seconds of each trial call on this rank, in call order (the minimum over ranks once the trial ends)."""
+    """Seconds of each trial call on this rank, in call order (the maximum over ranks once the trial ends)."""
     pick: str | None = None
     """What every call runs once the trial is over (``None`` while it runs)."""
     medians: tuple[float, ...] = ()
-    """Median seconds of every contender (min over ranks per call), once the trial is over."""
+    """Median seconds of every contender (max over ranks per call, counted calls), once the trial is over."""
+
+    @property
+    def turns(self) -> tuple[str, ...]:
+        """Who runs each turn: the table's pick (a warmup, not counted), the others, the pick again."""
+        return self.contenders + self.contenders[:1]
+
+    @property
+    def counted(self) -> int:
+        """Calls that count at the end of each turn (the later half)."""
+        return max(2, self.rounds // 2)
+
+    @property
+    def calls(self) -> int:
+        """Calls the whole trial takes."""
+        return len(self.turns) * self.rounds
 
     @property
     def algorithm(self) -> str:
         """What the next call runs: the contender whose turn it is, or the result."""
         if self.pick is not None:
             return self.pick
-        return self.contenders[len(self.times) // self.rounds]
+        return self.turns[len(self.times) // self.rounds]
 
     def record(self, seconds: float, comm: Any) -> None:
         """Add the time of the call just run; the last trial call agrees on the result over ``comm`` (collective)."""
         self.times.append(float(seconds))
-        k = len(self.contenders)
-        if len(self.times) < k * self.rounds:
+        if len(self.times) < self.calls:
             return
         t = np.array(self.times, np.float64)
-        comm.Allreduce(MPI.IN_PLACE, t, MPI.MIN)
+        comm.Allreduce(MPI.IN_PLACE, t, MPI.MAX)
         self.times = [float(x) for x in t]
-        r = self.rounds  # a turn's first call follows another algorithm's: it does not count
-        turns = [self.times[i * r + 1:(i + 1) * r] for i in range(k)]
-        self.medians = tuple(float(np.median(x)) for x in turns)
+        r, c, k = self.rounds, self.counted, len(self.contenders)
+        turn = [self.times[j * r + r - c:(j + 1) * r] for j in range(k + 1)]
+        calls = [turn[k]] + turn[1:k]  # the pick's second turn, then the others'
+        self.medians = tuple(float(np.median(x)) for x in calls)
         best = min(range(k), key=lambda i: (self.medians[i], i))
-        self.pick = self.contenders[best if clearly_faster(turns[best], turns[0]) else 0]
+        self.pick = self.contenders[best if clearly_faster(calls[best], calls[0]) else 0]
 
 
 def clearly_faster(a: Sequence[float], b: Sequence[float]) -> bool:
     """Tell whether calls ``a`` beat calls ``b``: a median :data:`SWITCH_MARGIN` less, and apart.
 
-    Apart: ``a``'s upper quartile below ``b``'s lower one. A call timed on
-    its own, with no common start, carries how far apart the ranks arrived:
-    at 8 B on 4 ranks on 2 cores that was 35 us of a 12 us call, a spread
-    in which medians alone differed by 15 % between two algorithms whose
-    steady times differ by 3x the other way.
+    Apart: ``a``'s upper quartile below ``b``'s lower one: a few calls on a
+    busy machine spread, and a median alone can be a few unlucky calls.
     """
     ma, mb = float(np.median(a)), float(np.median(b))
     return ma < (1.0 - SWITCH_MARGIN) * mb and float(np.percentile(a, 75)) < float(np.percentile(b, 25))

@@ -58,8 +58,8 @@ def test_rounds_follow_the_measured_times_within_bounds():
     assert online.rounds_for([t, t]) == max(online.MIN_ROUNDS, min(online.MAX_ROUNDS, 4))
 
 
-class _MinWith:
-    """A stand-in communicator: Allreduce(MIN) with another rank's times."""
+class _MaxWith:
+    """A stand-in communicator: Allreduce(MAX) with another rank's times."""
 
     def __init__(self, other: list[float]) -> None:
         self.other = np.array(other)
@@ -67,30 +67,41 @@ class _MinWith:
 
     def Allreduce(self, sendbuf, recvbuf, op):  # noqa: N802 (mpi4py's name)
         self.calls += 1
-        np.minimum(recvbuf, self.other, out=recvbuf)
+        np.maximum(recvbuf, self.other, out=recvbuf)
 
 
-def _run(trial: online.Trial, mine: dict[str, float], comm) -> list[str]:
+def _feed(trial: online.Trial, times, comm) -> list[str]:
+    """Run ``trial`` to its end, each call taking ``times(algorithm, i)`` on this rank; return who ran."""
     ran = []
     while trial.pick is None:
         a = trial.algorithm
+        trial.record(times(a, len(ran)), comm)
         ran.append(a)
-        trial.record(mine[a], comm)
     return ran
 
 
-def test_a_trial_takes_turns_and_agrees_on_the_minimum_over_ranks():
-    trial = online.Trial(("a", "b", "c"), rounds=4)
-    other = [9.0] * 8 + [0.5] * 4  # the other rank waited in a's and b's calls; it came last to c's
-    comm = _MinWith(other)
-    ran = _run(trial, {"a": 2.0, "b": 1.5, "c": 6.0}, comm)
-    assert ran == ["a"] * 4 + ["b"] * 4 + ["c"] * 4 and comm.calls == 1
-    assert trial.medians == (2.0, 1.5, 0.5) and trial.pick == "c" and trial.algorithm == "c"
+def test_turns_the_pick_first_and_last_and_the_maximum_over_ranks():
+    trial = online.Trial(("a", "b", "c"), rounds=6)
+    assert trial.turns == ("a", "b", "c", "a") and trial.counted == 3 and trial.calls == 24
+    other = [0.0] * 12 + [9.0] * 6 + [0.0] * 6  # the other rank finds c slow
+    comm = _MaxWith(other)
+    ran = _feed(trial, lambda a, i: {"a": 2.0, "b": 1.5, "c": 0.5}[a], comm)
+    assert ran == ["a"] * 6 + ["b"] * 6 + ["c"] * 6 + ["a"] * 6 and comm.calls == 1
+    assert trial.medians == (2.0, 1.5, 9.0) and trial.pick == "b" and trial.algorithm == "b"
+
+
+def test_only_the_later_half_of_a_turn_and_the_picks_second_turn_count():
+    trial = online.Trial(("a", "b"), rounds=6)
+    # a's first turn: a launch's slow first calls; b's first calls after the switch fast (what a left),
+    # then 2; a's second turn 1
+    times = [50.0, 9.0, 5.0, 4.0, 3.0, 3.0] + [0.1, 0.1, 0.1, 2.0, 2.0, 2.0] + [1.4, 1.2, 1.0, 1.0, 1.0, 1.0]
+    _feed(trial, lambda a, i: times[i], _MaxWith([0.0] * 18))
+    assert trial.medians == (1.0, 2.0) and trial.pick == "a"
 
 
 def test_a_gain_within_the_margin_keeps_the_pick():
-    trial = online.Trial(("a", "b"), rounds=4)
-    _run(trial, {"a": 1.0, "b": 1.0 - online.SWITCH_MARGIN / 2}, _MinWith([99.0] * 8))
+    trial = online.Trial(("a", "b"), rounds=6)
+    _feed(trial, lambda a, i: {"a": 1.0, "b": 1.0 - online.SWITCH_MARGIN / 2}[a], _MaxWith([0.0] * 18))
     assert trial.pick == "a"
 
 
@@ -99,23 +110,14 @@ def test_clearly_faster_needs_the_margin_and_times_apart():
     assert not online.clearly_faster([1.0, 1.0, 1.0], [1.0 / (1 - online.SWITCH_MARGIN / 2)] * 3)  # within the margin
     # medians 15 % apart, but the times overlap: noise, not a faster algorithm
     assert not online.clearly_faster([60.0, 74.0, 95.0], [70.0, 87.0, 90.0])
-    trial = online.Trial(("a", "b"), rounds=4)
-    _run(trial, {"a": 1.0, "b": 0.5}, _MinWith([9.0, 9.0, 9.0, 0.9] + [9.0] * 4))  # a's calls 1, 1, 0.9 vs b's 0.5
-    assert trial.pick == "b"
-    spread = online.Trial(("a", "b"), rounds=4)
-    times = iter([1.0, 80.0, 87.0, 90.0, 1.0, 60.0, 74.0, 95.0])
-    while spread.pick is None:
-        spread.record(next(times), _MinWith([99.0] * 8))
-    assert spread.medians == (87.0, 74.0) and spread.pick == "a"
-
-
-def test_a_turns_first_call_and_one_slow_call_do_not_decide():
-    trial = online.Trial(("a", "b"), rounds=4)
-    # a: 1, 1, 50 (one delayed call), 1; b: its first call fast (it follows a), then 2, 2, 2
-    times = iter([1.0, 1.0, 50.0, 1.0, 0.1, 2.0, 2.0, 2.0])
-    while trial.pick is None:
-        trial.record(next(times), _MinWith([99.0] * 8))
-    assert trial.medians == (1.0, 2.0) and trial.pick == "a"
+    trial = online.Trial(("a", "b"), rounds=6)
+    times = [9.0] * 6 + [60.0, 60.0, 60.0, 60.0, 74.0, 95.0] + [9.0, 9.0, 9.0, 70.0, 87.0, 90.0]
+    _feed(trial, lambda a, i: times[i], _MaxWith([0.0] * 18))
+    assert trial.medians == (87.0, 74.0) and trial.pick == "a"
+    clear = online.Trial(("a", "b"), rounds=6)
+    times = [9.0] * 6 + [0.5] * 6 + [9.0, 9.0, 9.0, 1.0, 1.0, 3.0]
+    _feed(clear, lambda a, i: times[i], _MaxWith([0.0] * 18))
+    assert clear.pick == "b"
 
 
 def test_trial_for_starts_once_per_key_and_keeps_a_bounded_number():
