@@ -77,7 +77,7 @@ MAX_ROUNDS = 30
 """Calls per turn at most. Short calls get many: at 1 MiB on 4 ranks on 2 cores (0.5 ms a call) the
 later half of a 10-call turn put MPI_Allreduce 4-7 % behind recursive halving where 60 calls later
 it ran 13-22 % behind."""
-SWITCH_MARGIN = 0.10
+SWITCH_MARGIN = 0.05
 """Another contender replaces the table's pick only if its median is at least this fraction less."""
 TRIALS_KEPT = 1024
 """Sizes tried per communicator; later new sizes run the table's pick untried (:func:`trial_for`)."""
