@@ -36,8 +36,8 @@ def _same_everywhere(comm, value) -> bool:
 def tried_comm(mpi_tmp_path, monkeypatch):
     """Yield a new communicator whose tuning's table has three close contenders: ring (the pick), recdoub, native."""
     table = DecisionTable(p=P, dims=(P,), exact=False, sizes=(8, 1 << 20),
-                          times=(("ring", (1.0e-4, 1.0e-3)), ("recdoub", (1.2e-4, 1.2e-3)),
-                                 ("native", (1.5e-4, 1.5e-3)), ("bucket", (9e-4, 9e-3))),
+                          times=(("ring", (1.0e-2, 1.0e-1)), ("recdoub", (1.2e-2, 1.2e-1)),
+                                 ("native", (1.5e-2, 1.5e-1)), ("bucket", (9e-2, 9e-1))),
                           dtype="float64", op="sum")
     path = mpi_tmp_path / "tuning.json"
     if R == 0:
@@ -91,7 +91,7 @@ def test_the_trial_takes_turns_then_every_rank_keeps_the_fastest(tried_comm, mon
     x = np.random.default_rng(R).random(N)
     trial = _trial(tried_comm, x)
     assert trial is not None and trial.contenders == ("ring", "recdoub", "native")
-    assert online.MIN_ROUNDS <= trial.rounds <= online.MAX_ROUNDS
+    assert trial.rounds == online.MIN_ROUNDS  # slow calls (as the table says): the fewest
     k = trial.calls
     out = np.empty_like(x)
     first_nb = swing_mpi.iallreduce(tried_comm, x, out)

@@ -81,43 +81,43 @@ def _feed(trial: online.Trial, times, comm) -> list[str]:
 
 
 def test_turns_the_pick_first_and_last_and_the_maximum_over_ranks():
-    trial = online.Trial(("a", "b", "c"), rounds=6)
-    assert trial.turns == ("a", "b", "c", "a") and trial.counted == 3 and trial.calls == 24
-    other = [0.0] * 12 + [9.0] * 6 + [0.0] * 6  # the other rank finds c slow
+    trial = online.Trial(("a", "b", "c"), rounds=10)
+    assert trial.turns == ("a", "b", "c", "a") and trial.counted == 5 and trial.calls == 40
+    other = [0.0] * 20 + [9.0] * 10 + [0.0] * 10  # the other rank finds c slow
     comm = _MaxWith(other)
     ran = _feed(trial, lambda a, i: {"a": 2.0, "b": 1.5, "c": 0.5}[a], comm)
-    assert ran == ["a"] * 6 + ["b"] * 6 + ["c"] * 6 + ["a"] * 6 and comm.calls == 1
+    assert ran == ["a"] * 10 + ["b"] * 10 + ["c"] * 10 + ["a"] * 10 and comm.calls == 1
     assert trial.medians == (2.0, 1.5, 9.0) and trial.pick == "b" and trial.algorithm == "b"
 
 
 def test_only_the_later_half_of_a_turn_and_the_picks_second_turn_count():
-    trial = online.Trial(("a", "b"), rounds=6)
+    trial = online.Trial(("a", "b"), rounds=10)
     # a's first turn: a launch's slow first calls; b's first calls after the switch fast (what a left),
     # then 2; a's second turn 1
-    times = [50.0, 9.0, 5.0, 4.0, 3.0, 3.0] + [0.1, 0.1, 0.1, 2.0, 2.0, 2.0] + [1.4, 1.2, 1.0, 1.0, 1.0, 1.0]
-    _feed(trial, lambda a, i: times[i], _MaxWith([0.0] * 18))
+    times = ([50.0, 9.0, 5.0, 4.0, 3.0, 3.0, 3.0, 3.0, 3.0, 3.0] + [0.1] * 5 + [2.0] * 5
+             + [1.4, 1.3, 1.2, 1.1, 1.1] + [1.0] * 5)
+    _feed(trial, lambda a, i: times[i], _MaxWith([0.0] * 30))
     assert trial.medians == (1.0, 2.0) and trial.pick == "a"
 
 
 def test_a_gain_within_the_margin_keeps_the_pick():
-    trial = online.Trial(("a", "b"), rounds=6)
-    _feed(trial, lambda a, i: {"a": 1.0, "b": 1.0 - online.SWITCH_MARGIN / 2}[a], _MaxWith([0.0] * 18))
+    trial = online.Trial(("a", "b"), rounds=10)
+    _feed(trial, lambda a, i: {"a": 1.0, "b": 1.0 - online.SWITCH_MARGIN / 2}[a], _MaxWith([0.0] * 30))
     assert trial.pick == "a"
 
 
-def test_clearly_faster_needs_the_margin_and_times_apart():
-    assert online.clearly_faster([1.0, 1.1, 1.2], [2.0, 2.1, 2.2])
-    assert not online.clearly_faster([1.0, 1.0, 1.0], [1.0 / (1 - online.SWITCH_MARGIN / 2)] * 3)  # within the margin
-    # medians 15 % apart, but the times overlap: noise, not a faster algorithm
-    assert not online.clearly_faster([60.0, 74.0, 95.0], [70.0, 87.0, 90.0])
-    trial = online.Trial(("a", "b"), rounds=6)
-    times = [9.0] * 6 + [60.0, 60.0, 60.0, 60.0, 74.0, 95.0] + [9.0, 9.0, 9.0, 70.0, 87.0, 90.0]
-    _feed(trial, lambda a, i: times[i], _MaxWith([0.0] * 18))
-    assert trial.medians == (87.0, 74.0) and trial.pick == "a"
-    clear = online.Trial(("a", "b"), rounds=6)
-    times = [9.0] * 6 + [0.5] * 6 + [9.0, 9.0, 9.0, 1.0, 1.0, 3.0]
-    _feed(clear, lambda a, i: times[i], _MaxWith([0.0] * 18))
-    assert clear.pick == "b"
+def test_clearly_faster_needs_the_margin_and_a_sure_test():
+    assert online.clearly_faster([1.0, 1.1, 1.2, 1.0, 1.1], [2.0, 2.1, 2.2, 2.0, 2.1])
+    assert not online.clearly_faster([1.0, 1.1, 1.2], [2.0, 2.1, 2.2])  # three calls cannot be sure
+    assert not online.clearly_faster([1.0] * 9, [1.0 / (1 - online.SWITCH_MARGIN / 2)] * 9)  # within the margin
+    spread = [1.0, 1.1, 1.2, 1.3, 1.4] * 3
+    # medians 8 % apart, the calls spread over 40 %: 15 calls each cannot tell
+    assert not online.clearly_faster([x / 1.08 for x in spread], spread)
+    # the same with 60 calls each can; so can 15 calls 25 % apart
+    assert online.clearly_faster([x / 1.08 for x in spread * 4], spread * 4)
+    assert online.clearly_faster([x / 1.25 for x in spread], spread)
+    # one slow call among five is enough doubt
+    assert not online.clearly_faster([1.0, 1.0, 9.0, 1.0, 1.0], [2.0] * 5)
 
 
 def test_trial_for_starts_once_per_key_and_keeps_a_bounded_number():
