@@ -137,7 +137,10 @@ def test_trial_for_starts_once_per_key_and_keeps_a_bounded_number():
     assert one is not None and one.contenders == ("a", "b")
     assert online.trial_for(st, "k1", make(())) is one and len(asked) == 1
     assert online.trial_for(st, "k2", make((("a", 1e-3),))) is None  # nothing else close: nothing to try
-    assert online.trial_for(st, "k2", make((("a", 1e-3), ("b", 1e-3)))) is None and len(asked) == 2
+    slow = online.TRIAL_BUDGET / online.MIN_ROUNDS / 2  # a trial of two would take 3 turns of twice that
+    assert online.trial_for(st, "slow", make((("a", slow), ("b", slow)))) is None
+    assert online.trial_for(st, "ok", make((("a", slow / 2), ("b", slow / 2)))) is not None
+    assert online.trial_for(st, "k2", make((("a", 1e-3), ("b", 1e-3)))) is None and len(asked) == 4
     for i in range(online.TRIALS_KEPT):
         online.trial_for(st, ("many", i), make((("a", 1e-3), ("b", 1e-3))))
     # full: nothing is dropped (a rank repeating a result while another tried again would deadlock),
