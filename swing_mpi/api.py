@@ -215,16 +215,23 @@ def _allreduce_checked(comm: MPI.Intracomm, sendbuf: Any, recvbuf: Any, op: MPI.
             remember(comm, sendbuf, recvbuf, op, algorithm, dims, recv.datatype, None, None)
             remember_native("allreduce", comm, sendbuf, recvbuf, op, algorithm, dims, recv.datatype)
         return
+    st, key, plan = _run_ours(comm, name, send, recv, op, dims_t)
+    if plan is not None and key is not None and not (checking or _CHECK):  # cached: the next call may reuse it
+        remember(comm, sendbuf, recvbuf, op, algorithm, dims, recv.datatype, st, plan)
+
+
+def _run_ours(comm: MPI.Intracomm, name: str, send: BufferSpec | None, recv: BufferSpec, op: MPI.Op,
+              dims_t: tuple[int, ...]) -> tuple[Any, tuple | None, Any]:
+    """Run one blocking allreduce with our algorithm ``name``; return (state, plan-cache key, plan or None)."""
     st = comm_state(comm, _placement(comm))
     seq = st.next_seq()
     if recv.count == 0:
-        return
+        return st, None, None
     key = _schedule_key(name, dims_t, recv, op)
     plan = st.plan(key, lambda: build_schedule(name, dims_t, st.rank, recv.count, exact=is_exact(op, recv.datatype)),
                    recv.datatype, op)
     plan.run(recv.data, None if send is None else send.data, seq=seq)
-    if key is not None and not (checking or _CHECK):  # the plan is cached: the next call may reuse it
-        remember(comm, sendbuf, recvbuf, op, algorithm, dims, recv.datatype, st, plan)
+    return st, key, plan
 
 
 def _trial(comm: MPI.Intracomm, dims_t: tuple[int, ...], recv: BufferSpec, op: MPI.Op) -> online.Trial | None:
@@ -259,16 +266,11 @@ def auto_trial(comm: MPI.Intracomm, recvbuf: Any, op: MPI.Op = MPI.SUM, *, dims:
 
 def _run(comm: MPI.Intracomm, name: str, send: BufferSpec | None, recv: BufferSpec, sendbuf: Any, recvbuf: Any,
          op: MPI.Op, dims_t: tuple[int, ...]) -> None:
-    """Run one blocking allreduce with ``name`` (nothing remembered)."""
+    """Run one blocking allreduce with ``name`` (a trial's call: nothing remembered)."""
     if name == NATIVE:
         MPI.Intracomm.Allreduce(comm, MPI.IN_PLACE if send is None else sendbuf, recvbuf, op)
-        return
-    st = comm_state(comm, _placement(comm))
-    seq = st.next_seq()
-    key = _schedule_key(name, dims_t, recv, op)
-    plan = st.plan(key, lambda: build_schedule(name, dims_t, st.rank, recv.count, exact=is_exact(op, recv.datatype)),
-                   recv.datatype, op)
-    plan.run(recv.data, None if send is None else send.data, seq=seq)
+    else:
+        _run_ours(comm, name, send, recv, op, dims_t)
 
 
 def _nonblocking(comm: MPI.Intracomm, sendbuf: Any, recvbuf: Any, op: MPI.Op, algorithm: str | None,

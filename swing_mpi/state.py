@@ -52,14 +52,16 @@ class CommState:
         self.comm: Any = private
         self.placement = placement
         try:
-            self.tuning: Tuning = tuning_for_comm(self.comm)
-            """``auto``'s cost-model constants: read on rank 0 and broadcast, equal on all ranks."""
-            self.trial: bool = online.agreed(self.comm)
+            tuning, trial = tuning_for_comm(self.comm), online.agreed(self.comm)
         except BaseException:  # raised on every rank alike: nothing is left behind
             private.Free()
             raise
+        self.tuning: Tuning = tuning
+        """``auto``'s cost-model constants: read on rank 0 and broadcast, equal on all ranks."""
+        self.trial: bool = trial
         """``auto`` tries close contenders on its first calls (:mod:`swing_mpi.online`): rank 0's switch."""
         self.trials: dict[Hashable, online.Trial | None] = {}
+        """Those trials, per size (:func:`swing_mpi.online.trial_for`)."""
         self.plans: OrderedDict[Hashable, Plan] = OrderedDict()
         self.vectors: OrderedDict[Hashable, np.ndarray] = OrderedDict()
         """Work vectors of blocking calls that need one besides the user's buffers (reduce-scatter)."""
