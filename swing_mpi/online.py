@@ -80,9 +80,9 @@ MAX_ROUNDS = 100
 later half of a 10-call turn put MPI_Allreduce 4-7 % behind recursive halving where 60 calls later
 it ran 13-22 % behind."""
 SWITCH_MARGIN = 0.05
+"""Another contender replaces the table's pick only if its median is at least this fraction less."""
 SWITCH_Z = 2.33
 """How sure a switch must be: one-sided, about 1 % that a contender no faster than the pick looks it."""
-"""Another contender replaces the table's pick only if its median is at least this fraction less."""
 TRIAL_BUDGET = 2.0
 """Seconds a trial may take by the table's times; a size whose trial would take longer is not tried (a
 16 MiB allreduce on 16 ranks on 2 cores, 70 ms a call, or most sizes of 1 MiB and more in the torus lab)."""

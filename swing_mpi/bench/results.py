@@ -225,7 +225,7 @@ def _csv_value(v: Any) -> Any:
     return v
 
 
-JSON_ONLY = ("times_us", "order_seed")
+JSON_ONLY = ("times_us", "order_seed", "trial")
 """Row keys the CSV leaves out (the JSON has them)."""
 
 
