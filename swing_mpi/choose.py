@@ -218,9 +218,10 @@ def contenders(p: int, dims: Sequence[int], nbytes: int, *, exact: bool, commuta
     measured table within :data:`TRIAL_FACTOR` of the fastest, fastest first,
     :data:`TRIAL_MAX` in all; ``native`` among them whenever it is that close
     (in the last place if it would not make the cut: ``auto`` must not lose
-    to the MPI library's own call on a launch where that is fastest). Empty where the decision is not from a measured
-    table (the model or a rule decides: nothing was measured to try against);
-    a single entry where nothing else is close.
+    to the MPI library's own call on a launch where that is fastest). Empty
+    where the decision is not from a measured table (the model or a rule
+    decides: nothing was measured to try against); a single entry where
+    nothing else is close.
     """
     return _contenders(int(p), tuple(int(d) for d in dims), int(nbytes), bool(exact), bool(commutative),
                        bool(native_ok), tuning or DEFAULT_TUNING, collective)

@@ -65,7 +65,7 @@ from typing import Any
 import numpy as np
 from mpi4py import MPI
 
-__all__ = ["Trial", "trial_for", "trials", "rounds_for", "clearly_faster", "enabled", "agreed", "ENV_TRIAL",
+__all__ = ["Trial", "trial_for", "rounds_for", "clearly_faster", "enabled", "agreed", "ENV_TRIAL",
            "TRIAL_SECONDS", "MIN_ROUNDS", "MAX_ROUNDS", "SWITCH_MARGIN", "SWITCH_Z", "TRIAL_BUDGET", "TRIALS_KEPT"]
 
 ENV_TRIAL = "SWING_MPI_TRIAL"
@@ -198,16 +198,8 @@ def rounds_for(seconds: Sequence[float]) -> int:
     return max(MIN_ROUNDS, min(MAX_ROUNDS, math.ceil(TRIAL_SECONDS * len(seconds) / per_round)))
 
 
-def trials(state: Any) -> dict[Hashable, Trial | None]:
-    """Return the trials of a communicator state (created empty on first use)."""
-    got = getattr(state, "trials", None)
-    if got is None:
-        got = state.trials = {}
-    return got
-
-
 def trial_for(state: Any, key: Hashable, contenders: Callable[[], Sequence[tuple[str, float]]]) -> Trial | None:
-    """Return the trial of ``key`` on ``state``, started from ``contenders()`` on first use; None: nothing to try.
+    """Return the trial of ``key`` in ``state.trials``, started from ``contenders()`` on first use (None: none).
 
     ``key`` must be equal on every rank for the same call (sizes, predefined
     datatype and op codes, dims). A key's first call is never a repeat (the
@@ -217,7 +209,7 @@ def trial_for(state: Any, key: Hashable, contenders: Callable[[], Sequence[tuple
     would run another algorithm in the same call. Past :data:`TRIALS_KEPT`
     sizes, new ones are not tried (the table's pick).
     """
-    kept = trials(state)
+    kept: dict[Hashable, Trial | None] = state.trials
     if key in kept:
         return kept[key]
     if len(kept) >= TRIALS_KEPT:

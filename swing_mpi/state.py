@@ -61,7 +61,7 @@ class CommState:
         self.trial: bool = trial
         """``auto`` tries close contenders on its first calls (:mod:`swing_mpi.online`): rank 0's switch."""
         self.trials: dict[Hashable, online.Trial | None] = {}
-        """Those trials, per size (:func:`swing_mpi.online.trial_for`)."""
+        """Those trials, per size (kept by :func:`swing_mpi.online.trial_for`)."""
         self.plans: OrderedDict[Hashable, Plan] = OrderedDict()
         self.vectors: OrderedDict[Hashable, np.ndarray] = OrderedDict()
         """Work vectors of blocking calls that need one besides the user's buffers (reduce-scatter)."""

@@ -122,7 +122,8 @@ def test_clearly_faster_needs_the_margin_and_a_sure_test():
 
 def test_trial_for_starts_once_per_key_and_keeps_a_bounded_number():
     class State:
-        pass
+        def __init__(self) -> None:
+            self.trials: dict = {}
 
     st = State()
     asked = []
@@ -145,9 +146,9 @@ def test_trial_for_starts_once_per_key_and_keeps_a_bounded_number():
         online.trial_for(st, ("many", i), make((("a", 1e-3), ("b", 1e-3))))
     # full: nothing is dropped (a rank repeating a result while another tried again would deadlock),
     # and a new size runs the table's pick untried
-    assert len(online.trials(st)) == online.TRIALS_KEPT and online.trial_for(st, "k1", make(())) is one
+    assert len(st.trials) == online.TRIALS_KEPT and online.trial_for(st, "k1", make(())) is one
     assert online.trial_for(st, "new", make((("a", 1e-3), ("b", 1e-3)))) is None
-    assert len(online.trials(st)) == online.TRIALS_KEPT
+    assert len(st.trials) == online.TRIALS_KEPT
 
 
 @pytest.mark.parametrize("value, on", [("", True), ("on", True), ("1", True), ("OFF", False), ("0", False),
