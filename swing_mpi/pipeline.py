@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 from mpi4py import MPI
 
-from . import guard, online
+from . import guard, online, state
 from .buffers import Args, DeviceBuffer, call_args, is_in_place
 from .choose import Decision, decide, supports
 from .executor import Plan
@@ -23,7 +23,7 @@ from .repeat import remember, remember_native
 from .request import Request
 from .schedule import AUTO, NATIVE, build_schedule
 from .schedule.halves import ALL_GATHER, REDUCE_SCATTER, build_half
-from .state import CommState, comm_state, dims_for, requested_algorithm
+from .state import CommState, comm_state, dims_for
 
 __all__ = ["call", "decision_for", "trial_of", "BLOCKING", "NONBLOCKING", "PERSISTENT", "NATIVE_CALLS"]
 
@@ -64,7 +64,7 @@ def call(operation: str, mode: int, comm: Any, sendbuf: Any, recvbuf: Any, op: A
     private = guard.private(comm) if checking else None
     try:
         a = call_args(operation, comm, sendbuf, recvbuf, op, recvcounts)
-        d, dims_t, trial = decision_for(operation, comm, a, op, algorithm, dims, timed=mode == BLOCKING)
+        d, dims_t, trial, st0 = _decision(operation, comm, a, op, algorithm, dims, mode == BLOCKING)
     except DeviceBuffer:  # device memory: only the MPI library can reduce it
         if private is not None:
             guard.verify(private, count=-1, op=op or MPI.REPLACE, algorithm=NATIVE, operation=operation)
@@ -77,6 +77,10 @@ def call(operation: str, mode: int, comm: Any, sendbuf: Any, recvbuf: Any, op: A
         guard.verify(private, count=a.count, datatype=a.datatype, op=op or MPI.REPLACE, algorithm=d.algorithm,
                      dims=dims_t, operation=operation, counts=None if operation == "allreduce" else a.counts)
     name = d.algorithm
+    placement = getattr(comm, "swing_placement", None)
+    if trial is not None and d.why == "trial":  # a trial call (blocking allreduce): timed, not remembered
+        _tried(trial, comm_state(comm, placement), name, dims_t, a, op, comm, sendbuf, recvbuf)
+        return None
     if name == NATIVE:
         out = _native(operation, mode, comm, sendbuf, recvbuf, op, a.counts)
         if mode == BLOCKING and not (checking or guard.CHECK_DEFAULT) and operation != "reduce_scatter":
@@ -85,21 +89,24 @@ def call(operation: str, mode: int, comm: Any, sendbuf: Any, recvbuf: Any, op: A
                 remember(comm, sendbuf, recvbuf, op, algorithm, dims, a.datatype, None, None)
             remember_native(operation, comm, sendbuf, recvbuf, op, algorithm, dims, a.datatype)
         return out
-    st = comm_state(comm, getattr(comm, "swing_placement", None))
+    st = st0 if st0 is not None and placement is None else comm_state(comm, placement)
     if operation != "allreduce":
         return _halves(operation, mode, st, comm.Get_rank(), name, dims_t, a, op or MPI.REPLACE)
     if mode != BLOCKING:
         plan = _plan(st, None, name, dims_t, a, op) if a.count else None
         return Request(st, plan, a.recv.data, None if a.send is None else a.send.data, persistent=mode == PERSISTENT)
-    if trial is not None and d.why == "trial":  # a trial call: timed, and not remembered for the repeat path
-        t0 = perf_counter()
-        _run(st, name, dims_t, a, op, comm, sendbuf, recvbuf)
-        trial.record(perf_counter() - t0, comm_state(comm).comm)
-        return None
     plan = _run(st, name, dims_t, a, op, comm, sendbuf, recvbuf)
     if plan is not None and not (checking or guard.CHECK_DEFAULT):  # cached: the next call may reuse it
         remember(comm, sendbuf, recvbuf, op, algorithm, dims, a.datatype, st, plan)
     return None
+
+
+def _tried(trial: online.Trial, st: CommState, name: str, dims_t: tuple[int, ...], a: Args, op: MPI.Op,
+           comm: Any, sendbuf: Any, recvbuf: Any) -> None:
+    """Run and time one call of a trial; its time goes to the trial (which agrees over ranks at a turn's end)."""
+    t0 = perf_counter()
+    _run(st, name, dims_t, a, op, comm, sendbuf, recvbuf)
+    trial.record(perf_counter() - t0, comm_state(comm).comm)
 
 
 def _key(what: str, name: str, dims_t: tuple[int, ...], counts: Any, a: Args, op: MPI.Op) -> tuple | None:
@@ -191,16 +198,25 @@ def decision_for(operation: str, comm: Any, a: Args, op: Any, algorithm: str | N
                  timed: bool = True) -> tuple[Decision, tuple[int, ...], online.Trial | None]:
     """Return (decision, dims, trial) of a call with checked arguments ``a`` (dims ``()`` for native).
 
+    ``timed``: a blocking call (one that takes part in a trial).
+    """
+    return _decision(operation, comm, a, op, algorithm, dims, timed)[:3]
+
+
+def _decision(operation: str, comm: Any, a: Args, op: Any, algorithm: str | None, dims: Any,
+              timed: bool) -> tuple[Decision, tuple[int, ...], online.Trial | None, CommState | None]:
+    """Return :func:`decision_for`'s answer and the communicator's state where ``auto`` needed it.
+
     ``auto`` reads the communicator's tuning, which creates its state (private duplicate + tuning
     broadcast) on first use: collective, like the call itself. A reduce-scatter or all-gather whose
     algorithm comes from ``$SWING_MPI_ALGORITHM`` and lacks that collective is decided by ``auto``.
     """
     collective = _COLLECTIVE[operation]
-    requested = requested_algorithm(algorithm)
+    requested = algorithm if algorithm is not None else (state.ENV_ALGORITHM or AUTO)
     if algorithm is None and not supports(requested, collective):
         requested = AUTO
     if requested == NATIVE:
-        return decide(NATIVE, 0, (), 0, exact=True), (), None
+        return decide(NATIVE, 0, (), 0, exact=True), (), None, None
     dims_t = dims_for(comm, dims)  # validated even for count 0: a bad dims is a bad call
     st = comm_state(comm) if requested == AUTO else None
     p = comm.Get_size()
@@ -212,7 +228,7 @@ def decision_for(operation: str, comm: Any, a: Args, op: Any, algorithm: str | N
         if trial is not None:
             d = decide(requested, p, dims_t, a.nbytes, exact=a.exact, commutative=a.commutative,
                        native_ok=a.native_ok, tuning=st.tuning, collective=collective, trial=trial, timed=timed)
-    return d, dims_t, trial
+    return d, dims_t, trial, st
 
 
 def trial_of(st: CommState, comm: Any, dims_t: tuple[int, ...], a: Args, op: MPI.Op,
