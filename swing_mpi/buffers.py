@@ -359,7 +359,9 @@ def call_args(operation: str, comm: Any, sendbuf: Any, recvbuf: Any, op: Any, re
         check_same_datatype(send, recv)
         _no_overlap(send, recv, operation)
     total = sum(counts)
-    return Args(send, recv, total, counts, op, total * recv.extent)
+    a = Args(send, recv, total, counts, op, total * recv.extent)
+    a.native_ok = True  # each rank gets its own block: no two ranks' results need to be bit-identical
+    return a
 
 
 def _allgather_args(comm: Any, send: BufferSpec | None, recv: BufferSpec) -> Args:
