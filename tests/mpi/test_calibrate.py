@@ -134,7 +134,8 @@ def test_close_contenders_get_rounds_of_their_own():
     """
     from mpi4py import MPI
 
-    from swing_mpi.calibrate import CONFIRM_WITHIN, CONTEND_MARGIN, measure, series_for, table_groups
+    from swing_mpi.calibrate import CONFIRM_WITHIN, measure, series_for, table_groups
+    from swing_mpi.choose import CLOSE_FACTOR
 
     comm = MPI.COMM_WORLD
     p = comm.Get_size()
@@ -151,12 +152,12 @@ def test_close_contenders_get_rounds_of_their_own():
         confirm = set()
         for g in groups:
             lead = min(first[k] for k in g)
-            confirm.update(k for k in g if lead * (1 + CONTEND_MARGIN) < first[k] <= lead * CONFIRM_WITHIN)
+            confirm.update(k for k in g if lead * CLOSE_FACTOR < first[k] <= lead * CONFIRM_WITHIN)
         basis = {k: min(v[:2]) if k in confirm else v[0] for k, v in rounds.items()}
         racing = set()
         for g in groups:
             lead = min(basis[k] for k in g)
-            close = [k for k in g if basis[k] <= lead * (1 + CONTEND_MARGIN)]
+            close = [k for k in g if basis[k] <= lead * CLOSE_FACTOR]
             if len(close) > 1:
                 racing.update(close)
         for k, v in rounds.items():

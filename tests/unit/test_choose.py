@@ -474,7 +474,7 @@ def test_calibrate_narrows_the_contenders_to_the_leaders_rivals():
 
 
 def test_one_slow_call_does_not_keep_a_candidate_out_of_the_race():
-    from swing_mpi.calibrate import contenders, race_basis, to_confirm
+    from swing_mpi.calibrate import race_basis, race_groups, to_confirm
 
     # Open MPI, 16 ranks, 16 MiB, one round each (ms): swing-bw-1port's one call was slow
     samples = [[76.5], [150.4], [98.0], [189.6], [90.0]]
@@ -486,7 +486,7 @@ def test_one_slow_call_does_not_keep_a_candidate_out_of_the_race():
     basis = race_basis(samples)
     assert basis[:3] == [76.5, 64.0, 98.0]  # the best of fewer than three calls, else the median
     assert race_basis([[5.0, 1.0, 3.0, 4.0]]) == [3.5] and race_basis([[]]) == [float("inf")]
-    assert contenders([[0, 1, 2, 3, 4]], basis) == [[0, 1]]  # 76.5 is within 25 % of 64; 90 is not
+    assert race_groups([[0, 1, 2, 3, 4]], basis) == [[0, 1]]  # 76.5 is within 25 % of 64; 90 is not
     assert to_confirm([[0, 1, 2, 3, 4]], samples) == [4]  # timed once, 1.41x the new leader: once more
     assert to_confirm([[0, 1]], [[10.0, 10.0], [30.0]]) == []  # over 2x: beaten, not unlucky
 
@@ -494,7 +494,7 @@ def test_one_slow_call_does_not_keep_a_candidate_out_of_the_race():
 def test_calibrate_round_starts_every_call_from_a_barrier_settling_ones_too(monkeypatch):
     # settling calls back to back (ranks presumably skewed) slowed the timed call after them by an amount
     # that depends on the algorithm (Open MPI, 16 ranks, 16 MiB: ours 78 -> 88 ms, MPI_Allreduce 85 -> 87)
-    from swing_mpi.calibrate import _round
+    from swing_mpi.calibrate import timed_round
 
     monkeypatch.delenv("SWING_MPI_WAIT", raising=False)
     log: list[str] = []
@@ -508,13 +508,13 @@ def test_calibrate_round_starts_every_call_from_a_barrier_settling_ones_too(monk
 
     calls = [lambda c=c: log.append(c) for c in "abc"]
     samples: list[list[float]] = [[], [], []]
-    spent = _round(OneRank(), calls, [2, 0, 1], samples, [2, 0, 1])  # settle: a 2, b none, c 1
+    spent = timed_round(OneRank(), calls, [2, 0, 1], samples, [2, 0, 1])  # settle: a 2, b none, c 1
     assert "".join(log) == "|c|c" + "|a|a|a" + "|b"
     assert [len(x) for x in samples] == [1, 1, 1] and spent >= sum(x[0] for x in samples)
 
 
 def test_contenders_race_within_each_decision_table():
-    from swing_mpi.calibrate import contenders, series_for, table_groups
+    from swing_mpi.calibrate import race_groups, series_for, table_groups
 
     run = series_for((8, 8))
     names = [s.name for s in run]
@@ -531,10 +531,10 @@ def test_contenders_race_within_each_decision_table():
     ms = {"swing-lat/int64": 57.0, "rabenseifner/float64": 82.0, "recdoub/float64": 85.9, "native/float64": 107.9,
           "swing-bw-1port/float64": 94.4, "swing-lat/float64": 1492.3}
     first = [ms.get(n, 500.0) for n in names]
-    f_race, e_race = contenders([inexact, exact], first)
+    f_race, e_race = race_groups([inexact, exact], first)
     assert {names[j] for j in f_race} == {"rabenseifner/float64", "recdoub/float64", "swing-bw-1port/float64"}
     assert {names[j] for j in e_race} == {"swing-lat/int64"}  # alone: no rounds needed there
-    assert {names[j] for j in contenders([inexact, exact], first, margin=0.35)[0]} >= {"native/float64"}
+    assert {names[j] for j in race_groups([inexact, exact], first, close=1.35)[0]} >= {"native/float64"}
 
 
 @pytest.mark.parametrize("network", NETWORKS)
