@@ -5,7 +5,7 @@ Run under mpiexec on the machines, ranks and torus shape you care about::
     mpiexec -n 16 python -m mpi4py -m swing_mpi calibrate --dims 4x4     # writes ~/.config/swing_mpi/tuning.json
     mpiexec -n 4 python -m mpi4py -m swing_mpi calibrate --dry-run
 
-Three jobs: measuring (:mod:`~swing_mpi.calibrate.measure`), racing the close candidates
+Three jobs: measuring (:mod:`~swing_mpi.calibrate.measuring`), racing the close candidates
 (:mod:`~swing_mpi.calibrate.race`) and turning the medians into tables, model constants and a report
 (:mod:`~swing_mpi.calibrate.table`). Progress goes to stderr, the report to stdout (rank 0).
 docs/auto.md ("Calibrating") describes every rule and the measurements behind it.
@@ -34,7 +34,7 @@ from ..state import dims_for
 from ..topology import parse_dims
 from ..tuning import TUNING_ENV, Tuning, default_tuning_path, network_override, save_tuning
 from ..units import format_size, parse_size, parse_sizes
-from .measure import (
+from .measuring import (
     DEFAULT_DROP,
     DEFAULT_DROP_FROM,
     DEFAULT_ITERS,

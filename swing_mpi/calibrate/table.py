@@ -19,7 +19,7 @@ from ..model.fit import Fit, fit_constants
 from ..schedule import NATIVE
 from ..tuning import DecisionTable, Tuning
 from ..units import format_size
-from .measure import ITEMSIZE, Measured, Series
+from .measuring import ITEMSIZE, Measured, Series
 
 __all__ = ["tables_from", "fit", "native_threshold", "report"]
 

@@ -177,12 +177,13 @@ def test_a_candidate_is_dropped_on_two_calls_and_its_best_one(monkeypatch):
     from mpi4py import MPI
 
     import swing_mpi.calibrate as cal
+    import swing_mpi.calibrate.measuring  # noqa: F401 (cal.measuring)
 
     comm = MPI.COMM_WORLD
     p = comm.Get_size()
-    monkeypatch.setattr(cal, "beaten", lambda before, now, **kw: now[0] > 1.0)
+    monkeypatch.setattr(cal.measuring, "beaten", lambda before, now, **kw: now[0] > 1.0)
     # no second calls before the races (to_confirm): those would move the medians the drop judges against
-    monkeypatch.setattr(cal, "to_confirm", lambda groups, samples, **kw: [])
+    monkeypatch.setattr(cal.measuring, "to_confirm", lambda groups, samples, **kw: [])
     series = cal.series_for((p,), native=True, algorithms=["ring", "recdoub", "swing-bw"])
     m = cal.measure(comm, [4096, 64 << 10], series, dims=(p,), iters=1, warmup=1, point_time=1e-9,
                     contend_time=0.0, contend_floor=0.0, progress=False)
