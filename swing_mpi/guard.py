@@ -40,7 +40,9 @@ import numpy as np
 from mpi4py import MPI
 
 from .buffers import DeviceBuffer, check_comm_op
+from .config import rc
 from .state import comm_state
+from .waiting import wait_collective
 
 __all__ = ["CollectiveMismatchError", "CHECK_DEFAULT", "SIGNATURE_LEN", "MAX_DIMS", "OPERATIONS", "signature",
            "counts_checksum", "describe", "verify", "checked", "checked_call"]
@@ -234,7 +236,8 @@ def verify(comm: MPI.Intracomm, *, count: int = 0, datatype: MPI.Datatype = MPI.
         mine = signature(count=count, datatype=datatype, op=op, algorithm=algorithm, dims=dims,
                          operation=operation, counts=counts)
     rows = np.empty((comm.Get_size(), SIGNATURE_LEN), np.int64)
-    comm.Allgather([mine, MPI.INT64_T], [rows, MPI.INT64_T])
+    req = comm.Iallgather([mine, MPI.INT64_T], [rows, MPI.INT64_T])
+    wait_collective(req, comm, f"the mismatch check of {operation}", rc.timeout, keep=(mine, rows))  # bounded
     if error is not None:
         raise error
     if (rows == mine).all():  # the common case: every rank agrees

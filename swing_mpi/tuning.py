@@ -36,6 +36,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from .config import rc
 from .model.features import NETWORKS
 
 NETWORK_AUTO = "auto"
@@ -248,14 +249,10 @@ def network_for(tuning: Tuning, dims: Sequence[int]) -> str:
 
 
 def network_override() -> str | None:
-    """``$SWING_MPI_NETWORK`` if set (``torus`` or ``flat``); an unknown value raises ``ValueError``."""
-    v = os.environ.get(NETWORK_ENV, "").strip().lower()
-    if not v:
-        return None
-    if v not in NETWORKS:
-        raise ValueError(f"${NETWORK_ENV}={os.environ[NETWORK_ENV]!r} is not a network kind; "
-                         f"expected one of: {', '.join(NETWORKS)}")
-    return v
+    """``$SWING_MPI_NETWORK`` if set (``torus`` or ``flat``; :data:`swing_mpi.config.rc`); a bad one raises."""
+    net: str | None = rc.checked("network")
+    assert net is None or net in NETWORKS
+    return net
 
 
 def default_tuning_path() -> Path:
@@ -328,7 +325,7 @@ def load_tuning(path: str | os.PathLike[str] | None = None) -> Tuning:
     """
     if path is not None:
         return _with_override(_read(Path(path)))
-    env = os.environ.get(TUNING_ENV, "").strip()
+    env = rc.tuning or ""
     if env.lower() in ("default", "defaults"):
         return _with_override(DEFAULT_TUNING)
     if env:
@@ -358,18 +355,22 @@ def save_tuning(tuning: Tuning, path: str | os.PathLike[str], *, extra: Mapping[
     return path
 
 
-def tuning_for_comm(comm: Any) -> Tuning:
+def tuning_for_comm(comm: Any, *, timeout: float | None = None) -> Tuning:
     """Return the tuning for a communicator, equal on all its ranks (collective).
 
     Rank 0 runs :func:`load_tuning` and broadcasts the result, so ranks on
     hosts with different files (or none) still choose the same algorithm. A
     bad ``$SWING_MPI_NETWORK`` on rank 0 raises ``ValueError`` on every rank;
-    any other failure gives a warning and the defaults.
+    any other failure gives a warning and the defaults. ``timeout``: seconds
+    the broadcast may take (:func:`swing_mpi.waiting.bounded_bcast`; None: forever).
     """
     if comm.Get_size() == 1:
         got = _load_never_raising()
     else:
-        got = comm.bcast(_load_never_raising() if comm.Get_rank() == 0 else None, root=0)
+        from .waiting import bounded_bcast
+
+        got = bounded_bcast(comm, _load_never_raising() if comm.Get_rank() == 0 else None,
+                            "the tuning's agreement", timeout)
     if isinstance(got, str):
         raise ValueError(got)
     return got
