@@ -6,9 +6,9 @@ rank it waits for run on a busy core; ``backoff`` yields a few times, then sleep
 longer it has waited, for ranks whose bytes the kernel moves (TCP) while they sleep.
 
 Where the variable is not set, :func:`node_policy` picks one per communicator when it is first
-used: ``backoff`` where a node runs more of its ranks than the node has cores, since every poll
-there takes a core from a rank still working, else ``spin``. Every rank of a node computes the
-same answer from the same numbers (its ranks, the union of their CPU affinities).
+used: ``backoff`` where a host runs more of the communicator's ranks than it has cores, since
+every poll there takes a core from a rank still working, else ``spin``. Every rank of a host
+computes the same answer from the same numbers (its ranks, the union of their CPU affinities).
 
 :func:`wait_collective` waits for a nonblocking collective within ``$SWING_MPI_TIMEOUT``; when it
 runs out, :func:`census` finds which ranks are missing, so the ``TimeoutError`` names them.
@@ -28,7 +28,7 @@ from .config import WAITS, rc
 
 __all__ = ["WAITS", "BACKOFF_SPINS", "BACKOFF_FRACTION", "BACKOFF_MIN", "BACKOFF_MAX", "CENSUS_GRACE", "Idle",
            "wait_some", "wait_all", "machine_policy", "node_policy", "census", "wait_collective", "bounded_bcast",
-           "bounded_allgather", "rank_name", "default_policy", "MAX_CPUS"]
+           "bounded_allgather", "rank_name", "default_policy"]
 
 BACKOFF_SPINS = 4
 """``backoff``: idle polls with ``sched_yield`` before the first sleep."""
@@ -123,30 +123,20 @@ def _my_cores() -> list[int]:
         return list(range(os.cpu_count() or 1))
 
 
-MAX_CPUS = 8192
-"""CPU numbers counted in a node's affinity mask; a rank that may run on a higher one counts as all of them."""
-
-
 def node_policy(comm: MPI.Comm, timeout: float | None = None) -> str:
     """Return ``$SWING_MPI_WAIT`` if set, else :func:`machine_policy` of this rank's node (collective).
 
-    A node's ranks come from ``Split_type(COMM_TYPE_SHARED)``; its cores are the union of their
-    CPU affinities (ranks bound one to a core still count every core), so all ranks of a node agree.
+    A node is the ranks with this rank's ``MPI.Get_processor_name()`` (not ``Split_type``: MPICH
+    told to use no shared memory, as in the emulated lab, puts every rank on a node of its own);
+    its cores are the union of their CPU affinities (ranks bound one to a core still count every
+    core). Every rank computes from the same gathered list, so all ranks of a node agree.
     """
     if rc.wait is not None:
         return rc.wait
-    node = comm.Split_type(MPI.COMM_TYPE_SHARED)
-    try:
-        mask = np.zeros(MAX_CPUS, np.uint8)
-        cores = _my_cores()
-        if cores and cores[-1] >= MAX_CPUS:
-            mask[:] = 1
-        else:
-            mask[cores] = 1
-        wait_collective(node.Iallreduce(MPI.IN_PLACE, mask, MPI.MAX), node, "the wait policy's agreement", timeout)
-        return machine_policy(node.Get_size(), int(mask.sum()))
-    finally:
-        node.Free()
+    mine = (MPI.Get_processor_name(), _my_cores())
+    every = [mine] if comm.Get_size() == 1 else bounded_allgather(comm, mine, "the wait policy's agreement", timeout)
+    node = [cores for name, cores in every if name == mine[0]]
+    return machine_policy(len(node), len(set().union(*node)))
 
 
 def default_policy() -> str:

@@ -14,7 +14,7 @@ import pytest
 from mpi4py import MPI
 
 import swing_mpi
-from swing_mpi import api, online
+from swing_mpi import api, config, online
 from swing_mpi.request import Request
 from swing_mpi.state import comm_state
 from swing_mpi.tuning import DecisionTable, Tuning, save_tuning
@@ -45,7 +45,9 @@ def tried_comm(mpi_tmp_path, monkeypatch):
                            source="test"), path)
     WORLD.Barrier()
     monkeypatch.setenv("SWING_MPI_TUNING", str(path))
+    config.rc.reload()
     monkeypatch.delenv("SWING_MPI_TRIAL", raising=False)
+    config.rc.reload()
     online.enabled.cache_clear()
     comm = WORLD.Dup()
     comm_state(comm)  # reads the tuning now, while the variable is set
@@ -173,6 +175,7 @@ def test_user_ops_are_not_tried(tried_comm, monkeypatch):
 @pytest.mark.mpi(min_size=2)
 def test_switched_off_by_rank_0(tried_comm, monkeypatch):
     monkeypatch.setenv("SWING_MPI_TRIAL", "off" if R == 0 else "on")  # rank 0's value counts everywhere
+    config.rc.reload()
     online.enabled.cache_clear()
     comm = tried_comm.Dup()
     try:
@@ -189,6 +192,7 @@ def test_switched_off_by_rank_0(tried_comm, monkeypatch):
 @pytest.mark.mpi(min_size=2)
 def test_a_bad_switch_on_rank_0_raises_on_every_rank(tried_comm, monkeypatch):
     monkeypatch.setenv("SWING_MPI_TRIAL", "sometimes" if R == 0 else "on")
+    config.rc.reload()
     online.enabled.cache_clear()
     comm = tried_comm.Dup()
     try:

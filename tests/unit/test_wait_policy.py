@@ -42,7 +42,7 @@ def test_machine_rule_backs_off_only_where_a_node_has_more_ranks_than_cores(rank
 
 def test_a_set_policy_wins_over_the_machine_rule(monkeypatch):
     class NoComm:  # node_policy must not communicate when the variable decides
-        def Split_type(self, *a):  # noqa: N802
+        def __getattr__(self, name):
             raise AssertionError("no node agreement when $SWING_MPI_WAIT is set")
 
     for mode in config.WAITS:
@@ -96,3 +96,37 @@ def test_yield_policy_never_sleeps_unless_told(monkeypatch):
     assert (sleeps, len(yields)) == ([], 20)
     sleeps, yields = _idle_polls(monkeypatch, "yield", 20, sleep_us=300.0)
     assert (sleeps, len(yields)) == ([pytest.approx(3e-4)] * 18, 2)
+
+
+class _Comm:
+    """A communicator of ``hosts`` (one processor name and CPU list per rank) seen from rank ``me``."""
+
+    def __init__(self, hosts, me):
+        self.hosts, self.me = hosts, me
+
+    def Get_size(self):  # noqa: N802
+        return len(self.hosts)
+
+    def allgather(self, mine):
+        return [mine if r == self.me else h for r, h in enumerate(self.hosts)]
+
+
+def _policies(monkeypatch, hosts):
+    monkeypatch.setattr(config.rc, "wait", None)
+    got = []
+    for me, (name, cores) in enumerate(hosts):
+        monkeypatch.setattr(wt.MPI, "Get_processor_name", lambda name=name: name)
+        monkeypatch.setattr(wt, "_my_cores", lambda cores=cores: cores)
+        got.append(wt.node_policy(_Comm(hosts, me)))
+    return got
+
+
+def test_node_policy_counts_the_ranks_of_each_host_against_its_cores(monkeypatch):
+    # 4 ranks on a 2-core host back off; 2 ranks on a 4-core host spin; each host decides for itself
+    hosts = [("a", [0, 1])] * 4 + [("b", [0, 1, 2, 3])] * 2
+    assert _policies(monkeypatch, hosts) == ["backoff"] * 4 + ["spin"] * 2
+
+
+def test_ranks_bound_one_to_a_core_count_every_core_of_their_host(monkeypatch):
+    assert _policies(monkeypatch, [("a", [r]) for r in range(4)]) == ["spin"] * 4
+    assert _policies(monkeypatch, [("a", [0])] * 3) == ["backoff"] * 3  # all bound to one core
