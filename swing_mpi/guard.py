@@ -11,8 +11,8 @@ differs and its values with the ranks that passed them; no data has moved, and t
 stays usable for the next (correct) call.
 
 The check is off by default: it costs one small ``Allgather`` per call, about the time of an
-8-byte allreduce. Turn it on for a whole job with ``SWING_MPI_CHECK=1`` (read once, at import, as
-MPI libraries read their variables at ``MPI_Init``) or for one communicator with
+8-byte allreduce. Turn it on for a whole job with ``SWING_MPI_CHECK=1`` (``swing_mpi.rc.check``, read
+at import as MPI libraries read their variables at ``MPI_Init``) or for one communicator with
 ``swing_mpi.Intracomm(comm, check=True)`` (``check=False`` turns it off there even when the
 variable is set).
 
@@ -31,7 +31,6 @@ differently is caught too); and the torus dims.
 
 from __future__ import annotations
 
-import os
 import zlib
 from collections.abc import Callable, Sequence
 
@@ -39,13 +38,13 @@ import numpy as np
 from mpi4py import MPI
 
 from .buffers import check_comm_op
+from .config import rc
 from .state import comm_state
+from .waiting import wait_collective
 
-__all__ = ["CollectiveMismatchError", "CHECK_DEFAULT", "SIGNATURE_LEN", "MAX_DIMS", "OPERATIONS", "signature",
+__all__ = ["CollectiveMismatchError", "SIGNATURE_LEN", "MAX_DIMS", "OPERATIONS", "signature",
            "counts_checksum", "describe", "verify", "private"]
 
-CHECK_DEFAULT = os.environ.get("SWING_MPI_CHECK", "").strip().lower() not in ("", "0", "no", "off", "false")
-"""``$SWING_MPI_CHECK``, read at import: whether calls check their arguments across ranks by default."""
 
 MAX_DIMS = 32
 """Dims compared one by one (the executor supports tori of up to 32 dimensions)."""
@@ -233,7 +232,8 @@ def verify(comm: MPI.Intracomm, *, count: int = 0, datatype: MPI.Datatype = MPI.
         mine = signature(count=count, datatype=datatype, op=op, algorithm=algorithm, dims=dims,
                          operation=operation, counts=counts)
     rows = np.empty((comm.Get_size(), SIGNATURE_LEN), np.int64)
-    comm.Allgather([mine, MPI.INT64_T], [rows, MPI.INT64_T])
+    req = comm.Iallgather([mine, MPI.INT64_T], [rows, MPI.INT64_T])
+    wait_collective(req, comm, f"the mismatch check of {operation}", rc.timeout, keep=(mine, rows))  # bounded
     if error is not None:
         raise error
     if (rows == mine).all():  # the common case: every rank agrees

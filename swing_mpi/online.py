@@ -13,16 +13,15 @@ contender looked faster than its first; otherwise the trial ends there. The resu
 The trial's calls are the user's, so it is short: only close contenders, at most
 :data:`MAX_ROUNDS` calls a turn, none where it would take over :data:`TRIAL_BUDGET` seconds by the
 table's times. Blocking allreduce with predefined ops and datatypes only; ``SWING_MPI_TRIAL=off``
-(rank 0's value) turns it off. docs/auto.md has the measurements behind these choices.
+(rank 0's value, agreed by :func:`swing_mpi.state.agreed_trial`) turns it off. docs/auto.md has the
+measurements behind these choices.
 """
 
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -30,12 +29,9 @@ from mpi4py import MPI
 
 from .choose import SWITCH_MARGIN, clearly_faster, trial_verdict
 
-__all__ = ["Trial", "trial_for", "rounds_for", "clearly_faster", "enabled", "agreed", "ENV_TRIAL",
-           "TRIAL_SECONDS", "MIN_ROUNDS", "MAX_ROUNDS", "TRIAL_BUDGET", "TRIALS_KEPT"]
+__all__ = ["Trial", "trial_for", "rounds_for", "clearly_faster", "TRIAL_SECONDS", "MIN_ROUNDS", "MAX_ROUNDS",
+           "TRIAL_BUDGET", "TRIALS_KEPT"]
 
-ENV_TRIAL = "SWING_MPI_TRIAL"
-_ON = ("on", "1", "yes", "true")
-_OFF = ("off", "0", "no", "false")
 TRIAL_SECONDS = 0.05
 """What a trial aims to spend per turn (sets ``rounds`` from the measured times)."""
 MIN_ROUNDS = 10
@@ -46,35 +42,6 @@ TRIAL_BUDGET = 2.0
 """Seconds a trial may take by the table's times; a size whose trial would take longer is not tried."""
 TRIALS_KEPT = 1024
 """Sizes tried per communicator; later new sizes run the table's pick untried (:func:`trial_for`)."""
-
-
-@lru_cache(maxsize=1)
-def enabled() -> bool:
-    """``$SWING_MPI_TRIAL`` (default on); an unknown value raises ``ValueError`` naming the allowed ones."""
-    v = os.environ.get(ENV_TRIAL, "").strip().lower()
-    if not v or v in _ON:
-        return True
-    if v in _OFF:
-        return False
-    raise ValueError(f"${ENV_TRIAL}={os.environ[ENV_TRIAL]!r} is not understood; "
-                     f"expected one of: {', '.join(_ON + _OFF)}")
-
-
-def agreed(comm: Any) -> bool:
-    """Return rank 0's :func:`enabled` on every rank of ``comm`` (collective; a bad value raises everywhere).
-
-    Ranks that tried different things would run different algorithms in one call.
-    """
-    mine: bool | str = False
-    if comm.Get_rank() == 0:
-        try:
-            mine = enabled()
-        except ValueError as err:
-            mine = str(err)
-    got = comm.bcast(mine, root=0)
-    if isinstance(got, str):
-        raise ValueError(got)
-    return bool(got)
 
 
 @dataclass

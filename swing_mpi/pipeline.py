@@ -15,9 +15,10 @@ from typing import Any
 import numpy as np
 from mpi4py import MPI
 
-from . import guard, online, state
+from . import guard, online
 from .buffers import Args, DeviceBuffer, call_args, is_in_place
 from .choose import Decision, decide, supports
+from .config import rc
 from .executor import Plan
 from .repeat import remember, remember_native
 from .request import Request
@@ -60,7 +61,7 @@ def call(operation: str, mode: int, comm: Any, sendbuf: Any, recvbuf: Any, op: A
     ``None``). Bad arguments raise on the calling rank before any data moves (with the check on, on every
     rank). A blocking call on plain numpy arrays without the check is remembered for the repeat path.
     """
-    checking = guard.CHECK_DEFAULT if check is None else bool(check)
+    checking = rc.check if check is None else bool(check)
     private = guard.private(comm) if checking else None
     try:
         a = call_args(operation, comm, sendbuf, recvbuf, op, recvcounts)
@@ -83,7 +84,7 @@ def call(operation: str, mode: int, comm: Any, sendbuf: Any, recvbuf: Any, op: A
         return None
     if name == NATIVE:
         out = _native(operation, mode, comm, sendbuf, recvbuf, op, a.counts)
-        if mode == BLOCKING and not (checking or guard.CHECK_DEFAULT) and operation != "reduce_scatter":
+        if mode == BLOCKING and not (checking or rc.check) and operation != "reduce_scatter":
             # remembered only where no call checks by default: a later call with check=None must check
             if operation == "allreduce":
                 remember(comm, sendbuf, recvbuf, op, algorithm, dims, a.datatype, None, None)
@@ -96,7 +97,7 @@ def call(operation: str, mode: int, comm: Any, sendbuf: Any, recvbuf: Any, op: A
         plan = _plan(st, None, name, dims_t, a, op) if a.count else None
         return Request(st, plan, a.recv.data, None if a.send is None else a.send.data, persistent=mode == PERSISTENT)
     plan = _run(st, name, dims_t, a, op, comm, sendbuf, recvbuf)
-    if plan is not None and not (checking or guard.CHECK_DEFAULT):  # cached: the next call may reuse it
+    if plan is not None and not (checking or rc.check):  # cached: the next call may reuse it
         remember(comm, sendbuf, recvbuf, op, algorithm, dims, a.datatype, st, plan)
     return None
 
@@ -212,7 +213,7 @@ def _decision(operation: str, comm: Any, a: Args, op: Any, algorithm: str | None
     algorithm comes from ``$SWING_MPI_ALGORITHM`` and lacks that collective is decided by ``auto``.
     """
     collective = _COLLECTIVE[operation]
-    requested = algorithm if algorithm is not None else (state.ENV_ALGORITHM or AUTO)
+    requested = algorithm if algorithm is not None else (rc.algorithm or AUTO)
     if algorithm is None and not supports(requested, collective):
         requested = AUTO
     if requested == NATIVE:

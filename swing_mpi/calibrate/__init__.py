@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
-import os
 import platform
 import socket
 import sys
@@ -32,7 +31,7 @@ from ..model.fit import Fit, nnls
 from ..schedule import ALGORITHMS, NATIVE
 from ..state import dims_for
 from ..topology import parse_dims
-from ..tuning import TUNING_ENV, Tuning, default_tuning_path, network_override, save_tuning
+from ..tuning import Tuning, default_tuning_path, network_override, save_tuning, tuning_path
 from ..units import format_size, parse_size, parse_sizes
 from .measuring import (
     DEFAULT_DROP,
@@ -125,12 +124,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _output_path(args: argparse.Namespace) -> Path:
+    """``--output``, else the file ``auto`` reads (:func:`swing_mpi.tuning.tuning_path`), else the config file."""
     if args.output:
         return Path(args.output)
-    env = os.environ.get(TUNING_ENV, "").strip()
-    if env and env.lower() not in ("default", "defaults"):
-        return Path(env).expanduser()
-    return default_tuning_path()
+    return tuning_path() or default_tuning_path()
 
 
 def run(args: argparse.Namespace) -> int:

@@ -11,6 +11,8 @@ import math
 import numpy as np
 import pytest
 
+from swing_mpi import config
+
 pytestmark = pytest.mark.mpi
 
 
@@ -54,6 +56,7 @@ def test_calibrate_writes_a_decision_table_that_auto_uses(mpi_tmp_path, capsys, 
     assert _all_equal(comm, t)
     # auto on a new communicator reads the file (rank 0) and decides from the table, alike on every rank
     monkeypatch.setenv("SWING_MPI_TUNING", str(out))
+    config.rc.reload()
     dup = comm.Dup()
     try:
         tuning = comm_state(dup).tuning
@@ -102,6 +105,7 @@ def test_bad_arguments_fail_on_every_rank(capsys, monkeypatch):
     assert calibrate.main(["--sizes", "8", "--algorithms", "nope"]) == 2
     assert calibrate.main(["--sizes", "8", "--settle", "-1"]) == 2
     monkeypatch.setenv("SWING_MPI_NETWORK", "hypercube")
+    config.rc.reload()
     assert calibrate.main(["--sizes", "8"]) == 2
 
 
@@ -220,8 +224,10 @@ def test_tuning_for_comm_equal_on_all_ranks(mpi_tmp_path, monkeypatch):
     bad.write_text("{broken")
     comm.Barrier()
     monkeypatch.setenv("SWING_MPI_TUNING", str(good if rank == 0 else bad))
+    config.rc.reload()
     if rank:
         monkeypatch.setenv("SWING_MPI_NETWORK", "flat")
+        config.rc.reload()
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         t = tuning_for_comm(comm)
@@ -233,7 +239,9 @@ def test_tuning_for_comm_equal_on_all_ranks(mpi_tmp_path, monkeypatch):
     try:
         if rank % 2:
             monkeypatch.setenv("SWING_MPI_TUNING", "default")
+            config.rc.reload()
             monkeypatch.delenv("SWING_MPI_NETWORK")
+            config.rc.reload()
         ts = tuning_for_comm(sub)
         assert ts == (t if rank % 2 == 0 else DEFAULT_TUNING)
         assert _all_equal(sub, ts)
@@ -251,8 +259,10 @@ def test_bad_network_on_rank_0_raises_on_every_rank(monkeypatch):
     comm = MPI.COMM_WORLD
     if comm.Get_rank() == 0:
         monkeypatch.setenv("SWING_MPI_NETWORK", "bus")
+        config.rc.reload()
     else:
         monkeypatch.delenv("SWING_MPI_NETWORK", raising=False)
+        config.rc.reload()
     with pytest.raises(ValueError, match="expected one of: torus, flat"):
         tuning_for_comm(comm)
     comm.Barrier()

@@ -14,7 +14,7 @@ import pytest
 from mpi4py import MPI
 
 import swing_mpi
-from swing_mpi import api, online, pipeline
+from swing_mpi import api, config, online, pipeline
 from swing_mpi.request import Request
 from swing_mpi.state import comm_state
 from swing_mpi.tuning import DecisionTable, Tuning, save_tuning
@@ -45,13 +45,13 @@ def tried_comm(mpi_tmp_path, monkeypatch):
                            source="test"), path)
     WORLD.Barrier()
     monkeypatch.setenv("SWING_MPI_TUNING", str(path))
+    config.rc.reload()
     monkeypatch.delenv("SWING_MPI_TRIAL", raising=False)
-    online.enabled.cache_clear()
+    config.rc.reload()
     comm = WORLD.Dup()
     comm_state(comm)  # reads the tuning now, while the variable is set
     yield comm
     comm.Free()
-    online.enabled.cache_clear()
 
 
 def _fake_clock(monkeypatch, seconds):
@@ -179,7 +179,7 @@ def test_user_ops_are_not_tried(tried_comm, monkeypatch):
 @pytest.mark.mpi(min_size=2)
 def test_switched_off_by_rank_0(tried_comm, monkeypatch):
     monkeypatch.setenv("SWING_MPI_TRIAL", "off" if R == 0 else "on")  # rank 0's value counts everywhere
-    online.enabled.cache_clear()
+    config.rc.reload()
     comm = tried_comm.Dup()
     try:
         ran = _fake_clock(monkeypatch, {"ring": 1e-3, "recdoub": 1e-3, "native": 1e-3})
@@ -195,7 +195,7 @@ def test_switched_off_by_rank_0(tried_comm, monkeypatch):
 @pytest.mark.mpi(min_size=2)
 def test_a_bad_switch_on_rank_0_raises_on_every_rank(tried_comm, monkeypatch):
     monkeypatch.setenv("SWING_MPI_TRIAL", "sometimes" if R == 0 else "on")
-    online.enabled.cache_clear()
+    config.rc.reload()
     comm = tried_comm.Dup()
     try:
         with pytest.raises(ValueError, match="SWING_MPI_TRIAL"):

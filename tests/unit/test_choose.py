@@ -13,6 +13,7 @@ import pytest
 
 from swing_mpi import choose as chooser
 from swing_mpi.choose import candidates, choose, choose_collective, explain
+from swing_mpi.config import rc
 from swing_mpi.model.features import NETWORKS, coefficients, lower_bound, probe_counts
 from swing_mpi.schedule import ALGORITHMS, HALVES, NATIVE, AlgorithmInfo
 from swing_mpi.tuning import (
@@ -45,12 +46,15 @@ def _table(dims=(4, 4), exact=False, sizes=(1024, 4096), **times):
 def _model_cache(monkeypatch, tmp_path_factory):
     """Keep the model's disk cache of these tests out of the user's ~/.cache."""
     monkeypatch.setenv("SWING_MPI_MODEL_CACHE", str(tmp_path_factory.getbasetemp() / "model-cache"))
+    rc.reload()
 
 
 @pytest.fixture
 def clean_env(monkeypatch, tmp_path):
     monkeypatch.delenv("SWING_MPI_TUNING", raising=False)
+    rc.reload()
     monkeypatch.delenv("SWING_MPI_NETWORK", raising=False)
+    rc.reload()
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     return tmp_path
@@ -243,6 +247,7 @@ def test_coefficients_come_back_from_the_disk_cache(monkeypatch, tmp_path):
     from swing_mpi.model import features
 
     monkeypatch.setenv("SWING_MPI_MODEL_CACHE", str(tmp_path))
+    rc.reload()
     features.clear_caches()
     want = {n: coefficients("bucket", (2, 6), exact=False, network=n) for n in NETWORKS}
     path = features.cache_file()
@@ -258,8 +263,10 @@ def test_coefficients_come_back_from_the_disk_cache(monkeypatch, tmp_path):
     path.write_text("{not json")  # a broken cache is ignored and rebuilt
     monkeypatch.undo()
     monkeypatch.setenv("SWING_MPI_MODEL_CACHE", str(tmp_path))
+    rc.reload()
     assert coefficients("bucket", (2, 6), exact=False, network="torus") == want["torus"]
     monkeypatch.setenv("SWING_MPI_MODEL_CACHE", "off")
+    rc.reload()
     assert features.cache_file() is None
     features.clear_caches()
     assert coefficients("bucket", (2, 6), exact=False, network="flat") == want["flat"]
@@ -338,10 +345,12 @@ def test_network_from_file_and_version_1(clean_env):
 def test_network_env_override(clean_env, monkeypatch):
     p = _write(clean_env / "t.json", {"alpha": 1e-5, "beta": 1e-9, "gamma": 0, "network": "flat"})
     monkeypatch.setenv("SWING_MPI_NETWORK", "torus")
+    rc.reload()
     assert load_tuning(p).network == "torus"
     assert load_tuning().network == "torus"
     assert "SWING_MPI_NETWORK" in load_tuning().source
     monkeypatch.setenv("SWING_MPI_NETWORK", "dragonfly")
+    rc.reload()
     with pytest.raises(ValueError, match="expected one of: torus, flat"):
         load_tuning()
 
@@ -362,10 +371,12 @@ class _FakeComm:
 
 def test_tuning_for_comm_bad_network_fails_on_every_rank(clean_env, monkeypatch):
     monkeypatch.setenv("SWING_MPI_NETWORK", "mesh")
+    rc.reload()
     with pytest.raises(ValueError, match="torus, flat"):
         tuning_for_comm(_FakeComm(2, 0))
     msg = "$SWING_MPI_NETWORK='mesh' is not a network kind; expected one of: torus, flat"
     monkeypatch.setenv("SWING_MPI_NETWORK", "torus")  # a non-root rank's own environment does not count
+    rc.reload()
     with pytest.raises(ValueError, match="torus, flat"):
         tuning_for_comm(_FakeComm(2, 1, root_value=msg))
     assert tuning_for_comm(_FakeComm(2, 1, root_value=MODEL)) is MODEL
@@ -391,9 +402,11 @@ def test_broken_files_warn_and_give_the_defaults(clean_env, monkeypatch, content
     with pytest.raises(TuningError, match=message):
         load_tuning(p)
     monkeypatch.setenv("SWING_MPI_TUNING", str(p))
+    rc.reload()
     with pytest.warns(RuntimeWarning, match="SWING_MPI_TUNING"):
         assert load_tuning() is DEFAULT_TUNING
     monkeypatch.delenv("SWING_MPI_TUNING")
+    rc.reload()
     _write(clean_env / "config" / "swing_mpi" / "tuning.json", content)
     with pytest.warns(RuntimeWarning, match="config file"):
         assert load_tuning() is DEFAULT_TUNING
@@ -434,6 +447,7 @@ def test_choose_command_errors(clean_env, capsys, monkeypatch):
     assert main(["choose", "--dims", "3x4", "--size", "lots"]) == 2
     assert "cannot parse size" in capsys.readouterr().err
     monkeypatch.setenv("SWING_MPI_NETWORK", "fat-tree")
+    rc.reload()
     assert main(["choose", "--dims", "3x4", "--size", "4M"]) == 2
     assert "expected one of: torus, flat" in capsys.readouterr().err
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 from swing_mpi import online
 from swing_mpi.choose import CLOSE_FACTOR, SWITCH_MARGIN, TRIAL_MAX, choose, contenders, explain
@@ -164,24 +163,3 @@ def test_trial_for_starts_once_per_key_and_keeps_a_bounded_number():
     assert len(st.trials) == online.TRIALS_KEPT and online.trial_for(st, "k1", make(())) is one
     assert online.trial_for(st, "new", make((("a", 1e-3), ("b", 1e-3)))) is None
     assert len(st.trials) == online.TRIALS_KEPT
-
-
-@pytest.mark.parametrize("value, on", [("", True), ("on", True), ("1", True), ("OFF", False), ("0", False),
-                                       ("no", False)])
-def test_the_switch(monkeypatch, value, on):
-    monkeypatch.setenv(online.ENV_TRIAL, value)
-    online.enabled.cache_clear()
-    try:
-        assert online.enabled() is on
-    finally:
-        online.enabled.cache_clear()
-
-
-def test_an_unknown_switch_value_is_a_clear_error(monkeypatch):
-    monkeypatch.setenv(online.ENV_TRIAL, "sometimes")
-    online.enabled.cache_clear()
-    try:
-        with pytest.raises(ValueError, match="SWING_MPI_TRIAL.*expected one of: on, 1, yes, true, off"):
-            online.enabled()
-    finally:
-        online.enabled.cache_clear()
