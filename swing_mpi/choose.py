@@ -34,7 +34,8 @@ from .tuning import DEFAULT_TUNING, Tuning, TuningError, load_tuning, network_fo
 
 __all__ = [
     "decide", "Decision", "Estimate", "explain", "choose", "resolve", "choose_collective", "candidates",
-    "contenders", "keeps_order", "supports", "check_name", "algorithm_names", "clearly_faster", "trial_verdict",
+    "contenders", "keeps_order", "supports", "check_name", "cache_clear", "algorithm_names", "clearly_faster",
+    "trial_verdict",
     "COLLECTIVES", "NONCOMMUTATIVE", "NATIVE_MARGIN", "CLOSE_FACTOR", "TRIAL_MAX", "SWITCH_MARGIN", "SWITCH_Z",
     "MODEL_RESOLUTION", "NATIVE_BELOW_MARGIN",
     # the tuning it decides with (defined in swing_mpi.tuning)
@@ -269,6 +270,18 @@ def _auto(p: int, dims: tuple[int, ...], nbytes: int, exact: bool, commutative: 
     return Decision(best, "model", tuple(est) + ((rule,) if native_ok else ()))
 
 
+_SEEN: dict[tuple, tuple[Tuning, Decision]] = {}
+"""``auto``'s decisions by the tuning's identity (a dict lookup; the tuning itself is kept, so its id stays its)."""
+_SEEN_MAX = 4096
+
+
+def cache_clear() -> None:
+    """Forget every cached decision (after the registry or the model changed, as tests do)."""
+    _SEEN.clear()
+    _auto.cache_clear()
+    _named.cache_clear()
+
+
 @lru_cache(maxsize=1024)
 def _named(requested: str, collective: str, commutative: bool) -> Decision:
     """Decide for a name asked for: itself, or what keeps rank order for a non-commutative op (cached)."""
@@ -305,8 +318,18 @@ def decide(requested: str, p: int, dims: Sequence[int], nbytes: int, *, exact: b
     check_name(requested)
     if requested != AUTO:
         return _named(requested, collective, bool(commutative))
-    d = _auto(int(p), tuple(int(x) for x in dims), int(nbytes), bool(exact), bool(commutative), bool(native_ok),
-              tuning or DEFAULT_TUNING, collective)
+    tuning = tuning or DEFAULT_TUNING
+    dims_t = dims if type(dims) is tuple else tuple(int(x) for x in dims)
+    key = (id(tuning), p, dims_t, nbytes, exact, commutative, native_ok, collective)
+    hit = _SEEN.get(key)
+    if hit is not None and hit[0] is tuning:  # the usual case: no hash of the tuning's tables
+        d = hit[1]
+    else:
+        d = _auto(int(p), tuple(int(x) for x in dims_t), int(nbytes), bool(exact), bool(commutative),
+                  bool(native_ok), tuning, collective)
+        if len(_SEEN) >= _SEEN_MAX:
+            _SEEN.clear()
+        _SEEN[key] = (tuning, d)
     if trial is None:
         return d
     if trial.pick is not None:

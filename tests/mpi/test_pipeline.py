@@ -23,22 +23,25 @@ trace_call = importlib.util.module_from_spec(_spec)
 sys.modules.setdefault("trace_call", trace_call)  # its dataclass looks its module up there
 _spec.loader.exec_module(trace_call)
 
-MAX_MODULES = 8
-"""Modules one call may run in (the public function's included)."""
+MAX_MODULES = 9
+"""Modules one call may run in: the public function's (api), the pipeline, its stages' (buffers: the
+checked arguments; state: dims and the communicator's state; choose: the decision; repeat: the record for
+the next call) and the run's (executor with its waiting and reducer modules)."""
 MAX_CLIMBS = 10
 """Returns into a module the path had left."""
 
 
 def _path(comm, *, algorithm, nbytes, check=False, **kw):
     n = max(1, nbytes // 8)
+    arrays = [(np.full(n, comm.Get_rank() + 1.0), np.empty(n)) for _ in range(2)]
 
-    def call():
-        x, y = np.full(n, comm.Get_rank() + 1.0), np.empty(n)
+    def call(x, y):
         swing_mpi.allreduce(comm, x, y, MPI.SUM, algorithm=algorithm, check=check, **kw)
-        assert y[0] == comm.Get_size() * (comm.Get_size() + 1) / 2
 
-    call()  # the communicator's state and plan exist: what every later call on new arrays finds
-    return trace_call.trace(call)
+    call(*arrays[0])  # the communicator's state and plan exist: what every later call on new arrays finds
+    path = trace_call.trace(lambda: call(*arrays[1]))
+    assert arrays[1][1][0] == comm.Get_size() * (comm.Get_size() + 1) / 2
+    return path
 
 
 @pytest.mark.mpi(min_size=2)
