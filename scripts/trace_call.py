@@ -21,7 +21,10 @@ from typing import Any
 import numpy as np
 from mpi4py import MPI
 
-__all__ = ["Path", "trace", "main"]
+__all__ = ["Path", "trace", "main", "RUN"]
+
+RUN = {"swing_mpi.executor", "swing_mpi.waiting", "swing_mpi.reducer", "swing_mpi.transfers"}
+"""The run's modules: a plan's steps go back and forth between them once per step (more steps, more p)."""
 
 
 @dataclass(frozen=True)
@@ -29,8 +32,24 @@ class Path:
     """The modules one call ran in, in order (a new entry each time the running module changes)."""
 
     steps: tuple[str, ...]
-    climbs: int
-    """Returns into a module the path had left (a callee's module returning to its caller's)."""
+    returns: tuple[bool, ...]
+    """Per step: the path came back into that module (a return), not down into it (a call)."""
+
+    @property
+    def climbs(self) -> int:
+        """Returns into a module the path had left (a callee's module returning to its caller's)."""
+        return sum(self.returns)
+
+    def merged(self, modules: set[str], name: str) -> Path:
+        """Return the path with ``modules`` seen as one module ``name`` (a stage's own helpers)."""
+        steps: list[str] = []
+        returns: list[bool] = []
+        for m, r in zip(self.steps, self.returns):
+            m = name if m in modules else m
+            if not steps or steps[-1] != m:
+                steps.append(m)
+                returns.append(r)
+        return Path(tuple(steps), tuple(returns))
 
     @property
     def modules(self) -> tuple[str, ...]:
@@ -47,10 +66,9 @@ def trace(fn: Callable[[], Any], package: str = "swing_mpi") -> Path:
     """Run ``fn()`` under ``sys.setprofile`` and return the path of ``package``'s modules it ran in."""
     stack: list[str] = []
     steps: list[str] = []
-    climbs = 0
+    returns: list[bool] = []
 
     def prof(frame: Any, event: str, arg: Any) -> None:
-        nonlocal climbs
         if event not in ("call", "return"):
             return
         mod = frame.f_globals.get("__name__", "")
@@ -59,20 +77,21 @@ def trace(fn: Callable[[], Any], package: str = "swing_mpi") -> Path:
         if event == "call":
             if not stack or stack[-1] != mod:
                 steps.append(mod)
+                returns.append(False)
             stack.append(mod)
             return
         if stack:
             stack.pop()
         if stack and stack[-1] != mod:
-            climbs += 1
             steps.append(stack[-1])
+            returns.append(True)
 
     sys.setprofile(prof)
     try:
         fn()
     finally:
         sys.setprofile(None)
-    return Path(tuple(steps), climbs)
+    return Path(tuple(steps), tuple(returns))
 
 
 def main() -> None:
@@ -100,6 +119,9 @@ def main() -> None:
         print(f"modules visited: {len(path.modules)}; climbs back: {path.climbs}; steps: {len(path.steps)}")
         print("entries: " + ", ".join(f"{m.removeprefix('swing_mpi.')} {k}" for m, k in path.entries.most_common()))
         print("path: " + " -> ".join(short))
+        run = path.merged(RUN, "swing_mpi.executor")
+        print(f"with the run's modules ({', '.join(sorted(m.removeprefix('swing_mpi.') for m in RUN))}) as one: "
+              f"{len(run.modules)} modules, {run.climbs} climbs back")
 
 
 if __name__ == "__main__":
