@@ -11,12 +11,14 @@ or call :func:`allreduce`, :func:`reduce_scatter_block`, :func:`reduce_scatter`
 and :func:`allgather` directly. The schedule generator, topology and simulator
 (``swing_mpi.schedule``, ``swing_mpi.topology``, ``swing_mpi.simulate``)
 import no MPI; the MPI side is imported on first use of one of its names.
+:data:`rc` holds the ``SWING_MPI_*`` settings, read from the environment here (:mod:`swing_mpi.config`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from .config import rc
 from .schedule import ALGORITHMS
 from .topology import Torus
 
@@ -27,7 +29,7 @@ _COLLECTIVES = ("reduce_scatter_block", "ireduce_scatter_block", "reduce_scatter
                 "reduce_scatter", "ireduce_scatter", "reduce_scatter_init",
                 "allgather", "iallgather", "allgather_init")
 
-__all__ = [*_API, *_COLLECTIVES, "CollectiveMismatchError", "ALGORITHMS", "Torus", "__version__"]
+__all__ = [*_API, *_COLLECTIVES, "CollectiveMismatchError", "ALGORITHMS", "Torus", "rc", "__version__"]
 
 
 def __getattr__(name: str) -> Any:

@@ -1,43 +1,36 @@
 """The drop-in: ``allreduce(comm, sendbuf, recvbuf, op)`` and ``Intracomm``.
 
-Semantics are those of ``comm.Allreduce(sendbuf, recvbuf, op)``. Our traffic
-runs on a private communicator (:mod:`swing_mpi.state`); the algorithm
-decision is :func:`swing_mpi.choose.resolve`, fed here with the facts of the
-MPI op (:mod:`swing_mpi.opfacts`). Reduce-scatter and all-gather are in
-:mod:`swing_mpi.collectives`; :class:`Intracomm` offers all of them.
+Semantics are those of ``comm.Allreduce(sendbuf, recvbuf, op)``. A front-end: every call goes
+through :func:`swing_mpi.pipeline.call` (checked arguments, decision, plan, run), except a call
+that repeats an earlier one on the same arrays (:mod:`swing_mpi.repeat`). Reduce-scatter and
+all-gather are in :mod:`swing_mpi.collectives`; :class:`Intracomm` offers all of them.
 """
 
 from __future__ import annotations
 
-from time import perf_counter
 from typing import Any
 
 import numpy as np
 from mpi4py import MPI
 
-from . import choose as chooser
-from . import collectives, guard, online
-from .buffers import BufferSpec, DeviceBuffer, check_comm_op, check_same_datatype, is_in_place, parse_buffer
-from .choose import algorithm_names
-from .opfacts import is_exact, native_bit_identical
-from .repeat import (
-    LAST_NATIVE,
-    NATIVE_RECORDS,
-    NATIVE_SHAPES,
-    NO_RECORD,
-    RECORDS,
-    again,
-    native_again,
-    remember,
-    remember_native,
-)
+from . import collectives
+from .buffers import Args, BufferSpec, call_args, op_facts
+from .choose import algorithm_names, check_name, decide, supports
+from .online import Trial
+from .pipeline import BLOCKING, NONBLOCKING, PERSISTENT, call, decision_for
+from .repeat import LAST_NATIVE, NATIVE_RECORDS, NATIVE_SHAPES, NO_RECORD, RECORDS, again, native_again
 from .request import Request
-from .schedule import AUTO, NATIVE, build_schedule
+from .schedule import AUTO, NATIVE
 from .state import comm_state, dims_for, requested_algorithm
 from .topology import Torus, parse_dims
 
 __all__ = ["allreduce", "iallreduce", "allreduce_init", "Request", "Intracomm", "resolve", "is_exact",
            "check_args", "dims_for", "comm_tuning", "auto_trial", "NATIVE", "AUTO", "algorithm_names"]
+
+
+def is_exact(op: MPI.Op, datatype: MPI.Datatype) -> bool:
+    """Tell whether ``op`` on ``datatype`` gives the same bits in any grouping."""
+    return op_facts(op, datatype)[0]
 
 
 def comm_tuning(comm: MPI.Comm) -> Any:
@@ -51,42 +44,15 @@ def comm_tuning(comm: MPI.Comm) -> Any:
 
 def resolve(algorithm: str | None, p: int, nbytes: int, op: MPI.Op, datatype: MPI.Datatype, *,
             dims: tuple[int, ...] | None = None, count: int | None = None, tuning: Any = None) -> str:
-    """Name the algorithm that really runs for a call (:func:`swing_mpi.choose.resolve` on MPI's op facts).
+    """Name the algorithm that really runs for an allreduce (:func:`swing_mpi.choose.decide` on MPI's op facts).
 
     ``algorithm`` defaults to ``$SWING_MPI_ALGORITHM``, else ``auto``; ``dims``
     to a ring of ``p``; ``tuning`` to the built-in constants (:func:`allreduce`
     passes its communicator's, equal on all ranks).
     """
-    name = requested_algorithm(algorithm)
-    if name not in algorithm_names():
-        raise ValueError(f"unknown algorithm {name!r}; known: {', '.join(algorithm_names())}")
-    itemsize = nbytes // count if count else max(1, datatype.extent)
-    n = nbytes // itemsize if count is None else count
-    exact = is_exact(op, datatype)
-    return chooser.resolve(name, p, dims if dims is not None else (p,), n, itemsize, exact=exact,
-                           commutative=op.Is_commutative(), native_ok=native_bit_identical(op, datatype, exact),
-                           tuning=tuning)
-
-
-def _resolve_call(comm: MPI.Comm, algorithm: str | None, dims: Any, recv: BufferSpec,
-                  op: MPI.Op) -> tuple[str, tuple[int, ...]]:
-    """Return (algorithm, dims) of one call; dims ``()`` for native.
-
-    ``auto`` reads the communicator's tuning, which creates its state (private
-    duplicate + tuning broadcast) on first use: collective, like the call itself.
-    """
-    requested = requested_algorithm(algorithm)
-    if requested == NATIVE:
-        return NATIVE, ()
-    dims_t = dims_for(comm, dims)  # validated even for count 0: a bad dims is a bad call
-    tuning = comm_state(comm).tuning if requested == AUTO else None
-    name = resolve(requested, comm.Get_size(), recv.nbytes, op, recv.datatype,
-                   dims=dims_t, count=recv.count, tuning=tuning)
-    return name, dims_t
-
-
-_recorded = RECORDS.get
-_native_recorded = NATIVE_RECORDS.get
+    exact, native_ok = op_facts(op, datatype)
+    return decide(requested_algorithm(algorithm), p, dims if dims is not None else (p,), nbytes, exact=exact,
+                  commutative=op.Is_commutative(), native_ok=native_ok, tuning=tuning).algorithm
 
 
 def check_args(comm: Any, sendbuf: Any, recvbuf: Any, op: Any) -> tuple[BufferSpec | None, BufferSpec]:
@@ -94,42 +60,12 @@ def check_args(comm: Any, sendbuf: Any, recvbuf: Any, op: Any) -> tuple[BufferSp
 
     Raises :class:`~swing_mpi.buffers.DeviceBuffer` for buffers only the MPI library can reduce.
     """
-    check_comm_op(comm, op)
-    recv = parse_buffer(recvbuf, writable=True, where="recvbuf")
-    if is_in_place(sendbuf):
-        return None, recv
-    send = parse_buffer(sendbuf, writable=False, where="sendbuf")
-    if send.count != recv.count:
-        raise ValueError(f"sendbuf has {send.count} elements, recvbuf {recv.count}")
-    check_same_datatype(send, recv)
-    if send.count and np.shares_memory(send.data, recv.data):
-        raise ValueError("sendbuf and recvbuf overlap; use MPI.IN_PLACE for an in-place allreduce")
-    return send, recv
+    a = call_args("allreduce", comm, sendbuf, recvbuf, op)
+    return a.send, a.recv
 
 
-def _placement(comm: Any) -> tuple[int, ...] | None:
-    return getattr(comm, "swing_placement", None)
-
-
-def _schedule_key(name: str, dims_t: tuple[int, ...], recv: BufferSpec, op: MPI.Op) -> tuple | None:
-    """Return the plan-cache key of a blocking call, ``None`` where the plan cannot be shared."""
-    if not (recv.datatype.is_predefined and op.is_predefined):
-        return None
-    return ("allreduce", name, dims_t, recv.count, recv.datatype.py2f(), op.py2f())
-
-
-_CHECK = guard.CHECK_DEFAULT
-"""``$SWING_MPI_CHECK`` (read at import): the default of every call's ``check``."""
-
-
-def _call_facts(comm: Any, sendbuf: Any, recvbuf: Any, op: Any, algorithm: str | None, dims: Any,
-                check: bool) -> tuple[BufferSpec | None, BufferSpec, str, tuple[int, ...]]:
-    """Return (send, recv, algorithm, dims) of a call: validated, resolved and, if ``check``, compared across ranks."""
-    if check:
-        return guard.checked_call(comm, lambda: check_args(comm, sendbuf, recvbuf, op),
-                                  lambda recv: _resolve_call(comm, algorithm, dims, recv, op), op)
-    send, recv = check_args(comm, sendbuf, recvbuf, op)
-    return (send, recv, *_resolve_call(comm, algorithm, dims, recv, op))
+_recorded = RECORDS.get
+_native_recorded = NATIVE_RECORDS.get
 
 
 def allreduce(comm: MPI.Intracomm, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.SUM, *,
@@ -141,8 +77,8 @@ def allreduce(comm: MPI.Intracomm, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.
             :class:`Intracomm` made with ``coords`` its rank placement).
         sendbuf: a buffer spec, or ``MPI.IN_PLACE``/``None`` for in place.
         recvbuf: a writable buffer spec with the same count and datatype.
-        op: any predefined or user-defined ``MPI.Op``. Non-commutative ops
-            always run an order-preserving schedule (``recdoub``).
+        op: any predefined or user-defined ``MPI.Op``. A non-commutative op
+            runs only what keeps rank order (:func:`swing_mpi.choose.keeps_order`).
         algorithm: ``"auto"`` (default, or ``$SWING_MPI_ALGORITHM``), a name
             from :data:`swing_mpi.ALGORITHMS`, or ``"native"``.
         dims: torus dims (``(4, 4)``, ``"4x4"``); default ``$SWING_MPI_DIMS``,
@@ -162,12 +98,12 @@ def allreduce(comm: MPI.Intracomm, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.
     MPI after checking only the arrays.
     """
     t = LAST_NATIVE[0]  # the repeat path (swing_mpi.repeat), inline: a call here costs 0.1 us
-    if t[7]() is not recvbuf:
+    if t.recv() is not recvbuf:
         t = _native_recorded(id(recvbuf), NO_RECORD)
         if t is not NO_RECORD:
             LAST_NATIVE[0] = t
     if not check:
-        c, o, a, d, w, in_place, native, _ = t
+        c, o, a, d, w, in_place, native, _ = t  # a NativeRecord: unpacked at once, the cheapest read
         if c is comm and o is op and a is algorithm and d is dims:
             if w is None:
                 if sendbuf is in_place:
@@ -184,126 +120,13 @@ def allreduce(comm: MPI.Intracomm, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.
     if (NATIVE_SHAPES and not check and type(recvbuf) is np.ndarray
             and native_again("allreduce", comm, sendbuf, recvbuf, op, algorithm, dims)):
         return  # new arrays of a shape that went to MPI before (swing_mpi.repeat)
-    _allreduce_checked(comm, sendbuf, recvbuf, op, algorithm, dims, check)
-
-
-def _allreduce_checked(comm: MPI.Intracomm, sendbuf: Any, recvbuf: Any, op: MPI.Op, algorithm: str | None,
-                       dims: Any, check: bool | None = None) -> None:
-    """Run :func:`allreduce` with every check and the decision (a call that did not repeat).
-
-    With the mismatch check on (``check``, else ``$SWING_MPI_CHECK``) nothing is remembered for the
-    repeat path, which skips every check: each such call is compared across ranks.
-    """
-    checking = _CHECK if check is None else check
-    try:
-        send, recv, name, dims_t = _call_facts(comm, sendbuf, recvbuf, op, algorithm, dims, checking)
-    except DeviceBuffer:  # device memory: only the MPI library can reduce it
-        MPI.Intracomm.Allreduce(comm, MPI.IN_PLACE if sendbuf is None else sendbuf, recvbuf, op)
-        return
-    if recv.count and requested_algorithm(algorithm) == AUTO:
-        trial = _trial(comm, dims_t, recv, op)
-        if trial is not None:
-            name = trial.algorithm
-            if trial.pick is None:  # a trial call: timed, and not remembered for the repeat path
-                t0 = perf_counter()
-                _run(comm, name, send, recv, sendbuf, recvbuf, op, dims_t)
-                trial.record(perf_counter() - t0, comm_state(comm).comm)
-                return
-    if name == NATIVE:
-        MPI.Intracomm.Allreduce(comm, MPI.IN_PLACE if send is None else sendbuf, recvbuf, op)
-        if not (checking or _CHECK):
-            remember(comm, sendbuf, recvbuf, op, algorithm, dims, recv.datatype, None, None)
-            remember_native("allreduce", comm, sendbuf, recvbuf, op, algorithm, dims, recv.datatype)
-        return
-    st, key, plan = _run_ours(comm, name, send, recv, op, dims_t)
-    if plan is not None and key is not None and not (checking or _CHECK):  # cached: the next call may reuse it
-        remember(comm, sendbuf, recvbuf, op, algorithm, dims, recv.datatype, st, plan)
-
-
-def _run_ours(comm: MPI.Intracomm, name: str, send: BufferSpec | None, recv: BufferSpec, op: MPI.Op,
-              dims_t: tuple[int, ...]) -> tuple[Any, tuple | None, Any]:
-    """Run one blocking allreduce with our algorithm ``name``; return (state, plan-cache key, plan or None)."""
-    st = comm_state(comm, _placement(comm))
-    seq = st.next_seq()
-    if recv.count == 0:
-        return st, None, None
-    key = _schedule_key(name, dims_t, recv, op)
-    plan = st.plan(key, lambda: build_schedule(name, dims_t, st.rank, recv.count, exact=is_exact(op, recv.datatype)),
-                   recv.datatype, op)
-    plan.run(recv.data, None if send is None else send.data, seq=seq)
-    return st, key, plan
-
-
-def _trial(comm: MPI.Intracomm, dims_t: tuple[int, ...], recv: BufferSpec, op: MPI.Op) -> online.Trial | None:
-    """Return the trial of ``auto``'s blocking calls of this size (:mod:`swing_mpi.online`); None: nothing to try."""
-    st = comm_state(comm)
-    dt = recv.datatype
-    if not (st.trial and op.is_predefined and dt.is_predefined):  # a key must be equal on every rank
-        return None
-    key = ("allreduce", dims_t, _placement(comm), recv.nbytes, dt.py2f(), op.py2f())
-
-    def contenders() -> tuple[tuple[str, float], ...]:
-        exact = is_exact(op, dt)
-        return chooser.contenders(comm.Get_size(), dims_t, recv.nbytes, exact=exact, commutative=op.Is_commutative(),
-                                  native_ok=native_bit_identical(op, dt, exact), tuning=st.tuning)
-
-    return online.trial_for(st, key, contenders)
-
-
-def auto_trial(comm: MPI.Intracomm, recvbuf: Any, op: MPI.Op = MPI.SUM, *, dims: Any = None) -> online.Trial | None:
-    """Return the trial ``auto`` runs for blocking allreduces like this one (:mod:`swing_mpi.online`).
-
-    ``None`` where it tries nothing (no measured table with close contenders, a
-    user-defined op or datatype, or ``SWING_MPI_TRIAL=off``). Collective on a communicator's first use, like the
-    call itself; a benchmark calls until ``trial.pick`` is set to time what
-    ``auto`` settles on.
-    """
-    recv = parse_buffer(recvbuf, writable=True, where="recvbuf")
-    if not recv.count:
-        return None
-    return _trial(comm, dims_for(comm, dims), recv, op)
-
-
-def _run(comm: MPI.Intracomm, name: str, send: BufferSpec | None, recv: BufferSpec, sendbuf: Any, recvbuf: Any,
-         op: MPI.Op, dims_t: tuple[int, ...]) -> None:
-    """Run one blocking allreduce with ``name`` (a trial's call: nothing remembered)."""
-    if name == NATIVE:
-        MPI.Intracomm.Allreduce(comm, MPI.IN_PLACE if send is None else sendbuf, recvbuf, op)
-    else:
-        _run_ours(comm, name, send, recv, op, dims_t)
-
-
-def _nonblocking(comm: MPI.Intracomm, sendbuf: Any, recvbuf: Any, op: MPI.Op, algorithm: str | None,
-                 dims: Any, *, persistent: bool, check: bool | None = None) -> Any:
-    dims_t: tuple[int, ...]
-    send: Any
-    try:
-        send, recv, name, dims_t = _call_facts(comm, sendbuf, recvbuf, op, algorithm, dims,
-                                               _CHECK if check is None else check)
-    except DeviceBuffer:  # device memory: only the MPI library can reduce it
-        send, name, dims_t = (None if sendbuf is None or sendbuf is MPI.IN_PLACE else sendbuf), NATIVE, ()
-    else:
-        if recv.count and requested_algorithm(algorithm) == AUTO:
-            trial = _trial(comm, dims_t, recv, op)  # its result once in; the table's pick while it runs
-            if trial is not None and trial.pick is not None:
-                name = trial.pick
-    if name == NATIVE:
-        sb: Any = MPI.IN_PLACE if send is None else sendbuf
-        if persistent:
-            return MPI.Intracomm.Allreduce_init(comm, sb, recvbuf, op)
-        return MPI.Intracomm.Iallreduce(comm, sb, recvbuf, op)
-    st = comm_state(comm, _placement(comm))
-    plan = None
-    if recv.count:
-        plan = st.plan(None, lambda: build_schedule(name, dims_t, st.rank, recv.count,
-                                                    exact=is_exact(op, recv.datatype)), recv.datatype, op)
-    return Request(st, plan, recv.data, None if send is None else send.data, persistent=persistent)
+    call("allreduce", BLOCKING, comm, sendbuf, recvbuf, op, algorithm, dims, check)
 
 
 def iallreduce(comm: MPI.Intracomm, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.SUM, *,
                algorithm: str | None = None, dims: Any = None, check: bool | None = None) -> Any:
     """Start a nonblocking :func:`allreduce`: returns a :class:`Request` (``MPI.Request`` for native)."""
-    return _nonblocking(comm, sendbuf, recvbuf, op, algorithm, dims, persistent=False, check=check)
+    return call("allreduce", NONBLOCKING, comm, sendbuf, recvbuf, op, algorithm, dims, check)
 
 
 def allreduce_init(comm: MPI.Intracomm, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.SUM, *,
@@ -314,7 +137,21 @@ def allreduce_init(comm: MPI.Intracomm, sendbuf: Any, recvbuf: Any, op: MPI.Op =
     and byte offsets, the private communicator. Each ``Start()`` then only
     moves data; ``Wait()`` completes it. The buffers are bound at init.
     """
-    return _nonblocking(comm, sendbuf, recvbuf, op, algorithm, dims, persistent=True, check=check)
+    return call("allreduce", PERSISTENT, comm, sendbuf, recvbuf, op, algorithm, dims, check)
+
+
+def auto_trial(comm: MPI.Intracomm, recvbuf: Any, op: MPI.Op = MPI.SUM, *, dims: Any = None) -> Trial | None:
+    """Return the trial ``auto`` runs for blocking allreduces like this one (:mod:`swing_mpi.online`).
+
+    ``None`` where it tries nothing (no measured table with close contenders, a
+    user-defined op or datatype, or ``SWING_MPI_TRIAL=off``). Collective on a communicator's first use, like the
+    call itself; a benchmark calls until ``trial.pick`` is set to time what
+    ``auto`` settles on.
+    """
+    a: Args = call_args("allreduce", comm, None, recvbuf, op)
+    if not a.count:
+        return None
+    return decision_for("allreduce", comm, a, op, AUTO, dims)[2]
 
 
 def _placement_of(comm: MPI.Comm, coords: Any, dims: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -392,9 +229,7 @@ class Intracomm(MPI.Intracomm):
             raise TypeError(f"expected an intracommunicator, got {comm!r}")
         self = super().__new__(cls, comm)
         if algorithm is not None:
-            if algorithm not in algorithm_names():
-                raise ValueError(f"unknown algorithm {algorithm!r}; known: {', '.join(algorithm_names())}")
-            self._swing_algorithm = algorithm
+            self._swing_algorithm = check_name(algorithm)
         if dims is None and comm is not None and comm != MPI.COMM_NULL and comm.Get_topology() == MPI.CART:
             # a Cartesian rank's coordinates are its row-major position: the placement is the identity
             dims = Torus.from_cartcomm(MPI.Cartcomm(comm)).dims
@@ -414,7 +249,7 @@ class Intracomm(MPI.Intracomm):
     def _opts(self, collective: str = "allreduce") -> dict[str, Any]:
         """Return the options for ``collective``: an algorithm that lacks it leaves the choice to ``auto``."""
         alg = self._swing_algorithm
-        return {"algorithm": alg if collectives.supports(alg, collective) else None, "dims": self._swing_dims,
+        return {"algorithm": alg if supports(alg, collective) else None, "dims": self._swing_dims,
                 "check": self._swing_check}
 
     def Allreduce(self, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.SUM) -> None:  # noqa: N802

@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 from mpi4py import MPI
 
-__all__ = ["BufferSpec", "DeviceBuffer", "parse_buffer", "is_in_place", "numpy_dtype", "check_comm_op",
-           "check_same_datatype"]
+__all__ = ["BufferSpec", "DeviceBuffer", "Args", "parse_buffer", "is_in_place", "numpy_dtype", "check_comm_op",
+           "check_same_datatype", "call_args", "is_exact", "native_bit_identical"]
 
 
 class DeviceBuffer(Exception):  # noqa: N818 (a signal to hand the call over, not an error)
@@ -235,3 +235,217 @@ def check_same_datatype(send: BufferSpec, recv: BufferSpec) -> None:
             or _code(send.datatype) != _code(recv.datatype)):
         raise ValueError(f"sendbuf datatype {send.datatype.Get_name()} does not match "
                          f"recvbuf datatype {recv.datatype.Get_name()}")
+
+
+# -- op facts: what the decision needs to know of an MPI op on a datatype ------------------------
+
+_EXACT_OPS = ("BAND", "BOR", "BXOR", "LAND", "LOR", "LXOR", "MAXLOC", "MINLOC", "REPLACE", "NO_OP")
+_exact_cache: dict[tuple[int, int], bool] = {}
+
+
+def is_exact(op: MPI.Op, datatype: MPI.Datatype) -> bool:
+    """Tell whether ``op`` on ``datatype`` gives the same bits in any grouping (cached for predefined ones)."""
+    if op.is_predefined and datatype.is_predefined:
+        key = (op.py2f(), datatype.py2f())
+        got = _exact_cache.get(key)
+        if got is None:
+            got = _exact_cache[key] = _is_exact(op, datatype)
+        return got
+    return _is_exact(op, datatype)
+
+
+def _is_exact(op: MPI.Op, datatype: MPI.Datatype) -> bool:
+    """Tell whether ``op`` on ``datatype`` gives the same bits in any grouping.
+
+    True for integer (and bool) SUM/PROD/MAX/MIN, bitwise and logical ops and
+    MAXLOC/MINLOC; false for floating-point SUM/PROD/MAX/MIN (rounding, signed
+    zeros, NaNs) and for user-defined ops.
+    """
+    if any(op == getattr(MPI, n) for n in _EXACT_OPS if hasattr(MPI, n)):
+        return True
+    if any(op == o for o in (MPI.SUM, MPI.PROD, MPI.MAX, MPI.MIN)):
+        dt = numpy_dtype(datatype)
+        return dt is not None and dt.kind in "iub"
+    return False
+
+
+def native_bit_identical(op: MPI.Op, datatype: MPI.Datatype, exact: bool) -> bool:
+    """Tell whether any MPI gives the same bits on every rank for ``op`` on ``datatype``.
+
+    True for exact ops and for floating-point SUM/PROD: IEEE addition and
+    multiplication are commutative, so a pairwise combine gives the same bits on
+    both partners. Not for float MIN/MAX (MPICH's result with +0.0 and -0.0 mixed
+    differs between ranks), and not for SUM on 8- and 16-bit integers: where it
+    overflows, Open MPI's vectorised SUM saturates, while swing_mpi promises the
+    wrapped value (as C and numpy compute it) under every MPI.
+    """
+    if op == MPI.SUM:
+        dt = numpy_dtype(datatype)
+        if dt is not None and dt.kind in "iu" and dt.itemsize <= 2:
+            return False
+    return exact or (op == MPI.SUM or op == MPI.PROD) and numpy_dtype(datatype) is not None
+
+
+_facts_cache: dict[tuple[int, int], tuple[bool, bool]] = {}
+
+
+def op_facts(op: MPI.Op, datatype: MPI.Datatype) -> tuple[bool, bool]:
+    """Return ``(exact, native_ok)`` of ``op`` on ``datatype`` (cached for predefined ones)."""
+    key = (op.py2f(), datatype.py2f()) if op.is_predefined and datatype.is_predefined else None
+    got = _facts_cache.get(key) if key is not None else None
+    if got is None:
+        exact = is_exact(op, datatype)
+        got = (exact, native_bit_identical(op, datatype, exact))
+        if key is not None:
+            _facts_cache[key] = got
+    return got
+
+
+# -- a call's arguments, checked on this rank -------------------------------------------------------
+
+class Args:
+    """A collective's checked arguments: the buffers, the element counts and the op's facts."""
+
+    __slots__ = ("send", "recv", "count", "counts", "datatype", "nbytes", "exact", "commutative", "native_ok")
+
+    def __init__(self, send: BufferSpec | None, recv: BufferSpec, count: int, counts: list[int] | None,
+                 op: MPI.Op | None, nbytes: int) -> None:
+        """Keep the buffers; derive the op's facts (an all-gather's ``op`` is ``None``: nothing is reduced)."""
+        self.send = send
+        """``None``: in place."""
+        self.recv = recv
+        self.count = count
+        """What the mismatch check compares: an allreduce's elements, a reduce-scatter's whole vector, an
+        all-gather's block."""
+        self.counts = counts
+        """Every rank's block (reduce-scatter, all-gather), in rank order."""
+        self.datatype = recv.datatype
+        self.nbytes = nbytes
+        """Bytes of the whole vector (what the decision prices)."""
+        if op is None:
+            self.exact, self.commutative, self.native_ok = True, True, True
+        else:
+            self.exact, self.native_ok = op_facts(op, recv.datatype)
+            self.commutative = op.Is_commutative()
+
+
+def _no_overlap(send: BufferSpec, recv: BufferSpec, what: str) -> None:
+    if send.count and recv.count and np.shares_memory(send.data, recv.data):
+        raise ValueError(f"sendbuf and recvbuf overlap; use MPI.IN_PLACE for an in-place {what}")
+
+
+def call_args(operation: str, comm: Any, sendbuf: Any, recvbuf: Any, op: Any, recvcounts: Any = None) -> Args:
+    """Check a collective's arguments on this rank (``operation``: a :data:`swing_mpi.guard.OPERATIONS` name).
+
+    Raises ``TypeError``/``ValueError`` for bad ones and :class:`DeviceBuffer` for buffers only the MPI
+    library can reduce. A ``recvcounts=None`` reduce-scatter gathers the counts (collective) before it
+    raises any local error, so an error on one rank reaches every rank.
+    """
+    check_comm_op(comm, op)
+    recv = parse_buffer(recvbuf, writable=True, where="recvbuf")
+    send = None if is_in_place(sendbuf) else parse_buffer(sendbuf, writable=False, where="sendbuf")
+    if operation == "allreduce":
+        if send is not None:
+            if send.count != recv.count:
+                raise ValueError(f"sendbuf has {send.count} elements, recvbuf {recv.count}")
+            check_same_datatype(send, recv)
+            if send.count and np.shares_memory(send.data, recv.data):
+                raise ValueError("sendbuf and recvbuf overlap; use MPI.IN_PLACE for an in-place allreduce")
+        return Args(send, recv, recv.count, None, op, recv.count * recv.extent)
+    if operation == "allgather":
+        return _allgather_args(comm, send, recv)
+    counts = _reduce_scatter_counts(operation, comm, send, recv, recvcounts)
+    if send is not None:
+        check_same_datatype(send, recv)
+        _no_overlap(send, recv, operation)
+    total = sum(counts)
+    a = Args(send, recv, total, counts, op, total * recv.extent)
+    a.native_ok = True  # each rank gets its own block: no two ranks' results need to be bit-identical
+    return a
+
+
+def _allgather_args(comm: Any, send: BufferSpec | None, recv: BufferSpec) -> Args:
+    p = comm.Get_size()
+    if send is None:
+        if recv.count % p:
+            raise ValueError(f"in-place allgather: recvbuf has {recv.count} elements, not a multiple of {p} ranks")
+        n = recv.count // p
+    else:
+        n = send.count
+        check_same_datatype(send, recv)
+        if recv.count < n * p:
+            raise ValueError(f"allgather: recvbuf has {recv.count} elements, needs {p} x {n} "
+                             f"(sendbuf's count times the ranks)")
+        _no_overlap(send, recv, "allgather")
+    return Args(send, recv, n, [n] * p, None, n * p * recv.extent)
+
+
+def _reduce_scatter_counts(what: str, comm: Any, send: BufferSpec | None, recv: BufferSpec,
+                           recvcounts: Any) -> list[int]:
+    """Return every rank's block of a reduce-scatter (``what``: with or without ``_block``)."""
+    p, rank = comm.Get_size(), comm.Get_rank()
+    if what == "reduce_scatter_block":
+        if send is None:
+            if recv.count % p:
+                raise ValueError(f"in-place {what}: recvbuf has {recv.count} elements, not a multiple of {p} ranks")
+            return [recv.count // p] * p
+        if send.count != recv.count * p:
+            raise ValueError(f"{what}: sendbuf has {send.count} elements, expected {p} x {recv.count} "
+                             f"(recvbuf's count times the ranks)")
+        return [recv.count] * p
+    if recvcounts is None:
+        counts = _gathered_counts(what, comm, send, recv)
+    else:
+        counts = _check_counts(recvcounts, p)
+    total = sum(counts)
+    if send is None:
+        if recv.count < total:
+            raise ValueError(f"in-place {what}: recvbuf has {recv.count} elements, sum(recvcounts) is {total}")
+    else:
+        if send.count != total:
+            raise ValueError(f"{what}: sendbuf has {send.count} elements, sum(recvcounts) is {total}")
+        if recv.count < counts[rank]:
+            raise ValueError(f"{what}: recvbuf has {recv.count} elements, recvcounts[{rank}] is {counts[rank]}")
+    return counts
+
+
+def _gathered_counts(what: str, comm: Any, send: BufferSpec | None, recv: BufferSpec) -> list[int]:
+    """Gather every rank's receive count (as mpi4py does for ``recvcounts=None``); every rank raises alike."""
+    problem: Exception | None = None
+    if send is None:
+        problem = ValueError(f"in-place {what} needs recvcounts")
+    else:
+        try:
+            check_same_datatype(send, recv)
+        except (TypeError, ValueError) as e:
+            problem = e
+    got = comm.allgather(None if problem is not None or send is None else (recv.count, send.count))
+    if problem is not None:
+        raise problem
+    if None in got:
+        bad = [r for r, c in enumerate(got) if c is None]
+        raise ValueError(f"{what}: rank(s) {bad} rejected their arguments; no data moved")
+    counts = [int(c) for c, _ in got]
+    total = sum(counts)
+    wrong = [r for r, (_, sc) in enumerate(got) if sc != total]
+    rank = comm.Get_rank()
+    if rank in wrong:
+        raise ValueError(f"{what}: sendbuf has {got[rank][1]} elements, sum(recvcounts) is {total}")
+    if wrong:  # every rank sees every sendbuf's length: all raise, none waits
+        raise ValueError(f"{what}: the sendbuf of rank(s) {wrong} does not hold sum(recvcounts) = {total} "
+                         f"elements; no data moved")
+    return counts
+
+
+def _check_counts(recvcounts: Any, p: int) -> list[int]:
+    try:
+        counts = [int(c) for c in recvcounts]
+    except (TypeError, ValueError):
+        raise TypeError(f"recvcounts must be a sequence of {p} integers, got {recvcounts!r}") from None
+    if len(counts) != p:
+        raise ValueError(f"recvcounts has {len(counts)} entries, the communicator {p} ranks")
+    if any(c < 0 for c in counts):
+        raise ValueError(f"recvcounts must be >= 0, got {counts}")
+    if any(not float(c).is_integer() for c in recvcounts):
+        raise ValueError(f"recvcounts must be whole numbers, got {list(recvcounts)}")
+    return counts

@@ -1,77 +1,70 @@
-"""``auto``: which algorithm runs, from measurements where there are some and the model elsewhere.
+"""The decision: which algorithm runs for a call, and why (the one place that decides).
 
-Algorithm:
-    1. Candidates: every registered algorithm valid for the call (a
-       commutative-only algorithm needs a commutative op; the algorithm must
-       build a schedule on this torus; a reduce-scatter or all-gather needs an
-       algorithm the registry marks for it), plus ``native`` (the MPI
-       library's own collective) when its result is bit-identical on every
-       rank for this op and datatype.
-    2. Measured: if the tuning holds a decision table measured by
-       ``swing-mpi calibrate`` for this ``p``, torus dims, op class (exact or
-       not) and commutativity, every candidate in it is priced from it
-       (interpolated log-log between measured sizes,
-       :meth:`~swing_mpi.tuning.DecisionTable.time`) and the fastest wins;
-       ``native`` unless ours is at least :data:`NATIVE_MARGIN` faster.
-    3. Modelled: otherwise ``native`` below ``Tuning.native_below_bytes``,
-       else the candidate with the least modelled time
-       ``K·α + n·(moved·β + reduced·γ)`` (:mod:`swing_mpi.model.features`):
-       with routed link sharing on a ``torus`` network, without on a ``flat``
-       one. On a torus, candidates are routed cheapest lower bound first and
-       the search stops when no bound beats the best routed cost by more than
-       :data:`MODEL_RESOLUTION`.
+:func:`decide` takes what a call asks for (a name, ``native`` or ``auto``), the
+op's facts (commutative, exact, whether MPI's result is bit-identical on every
+rank), the tuning (a measured table and the model's constants) and, for
+``auto``'s first calls of a size, the run-time trial (:mod:`swing_mpi.online`),
+and returns one :class:`Decision`: the algorithm, why, the price of every
+candidate and the contenders a trial may try. Everything that picks an
+algorithm (the API, ``explain``/``swing-mpi choose``, ``calibrate``'s report, the
+trial) reads it and the constants below; nothing else decides.
 
-    4. Tried (:mod:`swing_mpi.online`): where a measured table holds other
-       candidates close to the fastest at the call's size (within
-       :data:`TRIAL_FACTOR`, at most :data:`TRIAL_MAX` in all), ``auto``'s
-       first blocking calls of that size run them in turn and keep the
-       fastest on this launch; :func:`contenders` names them.
-
-    Ties go to the candidate registered first. The same inputs give the same
-    choice (no clock, no rank, no environment here), and
-    :func:`swing_mpi.tuning.tuning_for_comm` gives every rank the same tuning.
-
-Cost:
-    A decision is cached per (p, dims, bytes, op class, tuning). A new torus
-    costs reading a few schedules per candidate once (cached per algorithm
-    and dims); every size after that is O(1) per candidate. The API's repeat
-    cache skips the decision on repeated calls altogether.
+``auto`` prices every candidate from a measured table where one matches the
+call (``native`` unless ours is :data:`NATIVE_MARGIN` faster), else hands small
+vectors to MPI (``Tuning.native_below_bytes``), else takes the least modelled
+time (:mod:`swing_mpi.model.features`). A non-commutative op runs only what
+keeps rank order (:func:`keeps_order`), for every collective alike. The same
+inputs give the same decision on every rank (no clock, no rank, no environment
+here); the pure part is cached per (request, p, dims, bytes, op facts, tuning).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
+from typing import Any
+
+import numpy as np
 
 from .model.features import Coefficients, coefficients, lower_bound, probe_counts
 from .schedule import ALGORITHMS, AUTO, NATIVE, algorithm_info
 from .tuning import DEFAULT_TUNING, Tuning, TuningError, load_tuning, network_for, save_tuning, tuning_for_comm
 
 __all__ = [
-    "choose", "resolve", "candidates", "contenders", "explain", "Estimate", "Decision", "choose_collective",
-    "algorithm_names", "COLLECTIVES", "NONCOMMUTATIVE",
+    "decide", "Decision", "Estimate", "explain", "choose", "resolve", "choose_collective", "candidates",
+    "contenders", "keeps_order", "supports", "check_name", "cache_clear", "algorithm_names", "clearly_faster",
+    "trial_verdict",
+    "COLLECTIVES", "NONCOMMUTATIVE", "NATIVE_MARGIN", "CLOSE_FACTOR", "TRIAL_MAX", "SWITCH_MARGIN", "SWITCH_Z",
+    "MODEL_RESOLUTION", "NATIVE_BELOW_MARGIN",
     # the tuning it decides with (defined in swing_mpi.tuning)
     "Tuning", "TuningError", "DEFAULT_TUNING", "load_tuning", "save_tuning", "tuning_for_comm",
 ]
 
 NONCOMMUTATIVE = "recdoub"
-"""What a commutative-only algorithm asked for by name runs with a non-commutative op."""
+"""What an allreduce asked for by a name that needs a commutative op runs with a non-commutative one."""
 COLLECTIVES = ("allreduce", "reduce_scatter", "allgather")
+
+# -- the decision's constants: each margin and factor is defined here, and only here --------------
 NATIVE_MARGIN = 0.05
 """In a measured table, ours must beat ``native`` by this fraction to be picked: within the noise of a
 measurement, the MPI library's own path is the safer bet."""
-TRIAL_FACTOR = 2.5
-"""A measured candidate this many times the fastest one's time or less is close enough to try on a launch's
-first calls: on a machine shared by more ranks than cores, MPICH with 4 ranks on 2 cores ran a 1 MiB
-allreduce in one of several modes drawn per launch, in which the fastest of MPI_Allreduce and recdoub
-differed by up to 2.2x either way, and a calibration sees the mode of its own launch only."""
+CLOSE_FACTOR = 1.25
+"""Candidates within this factor of the fastest in a table are ones a table cannot tell apart: calibrate
+gives them rounds of their own, and ``auto`` tries those within it of its pick on a launch's first calls.
+Farther ones are not tried: a user's first calls are part of their run (docs/auto.md)."""
 TRIAL_MAX = 3
 """At most this many contenders (the table's pick among them) are tried per size."""
+SWITCH_MARGIN = 0.05
+"""A tried contender replaces the table's pick only if its median is at least this fraction less."""
+SWITCH_Z = 2.33
+"""How sure a switch must be: one-sided, about 1 % that a contender no faster than the pick looks it."""
 MODEL_RESOLUTION = 0.05
 """On a torus, a candidate whose lower bound leaves it less than this fraction to gain over the best
 routed cost so far is not routed: the model is not that precise, and routing a large torus is slow."""
+NATIVE_BELOW_MARGIN = 0.10
+"""Calibrate sets ``native_below_bytes`` where ``native`` was at least this fraction faster than all of ours."""
 
 
 @dataclass(frozen=True)
@@ -88,17 +81,67 @@ class Estimate:
 
 @dataclass(frozen=True)
 class Decision:
-    """The pick and every candidate's :class:`Estimate`."""
+    """What runs for a call, why, and every candidate's price."""
 
-    pick: str
-    source: str
-    estimates: tuple[Estimate, ...]
-    tried: tuple[str, ...] = ()
-    """What blocking allreduces of this size try on a launch's first calls (:func:`contenders`); empty: none."""
+    algorithm: str
+    why: str
+    """``requested``, ``order`` (a non-commutative op: see :func:`keeps_order`), ``measured``, ``rule``,
+    ``model``, ``trial`` (a trial call) or ``tried`` (a finished trial's result)."""
+    estimates: tuple[Estimate, ...] = ()
+    contenders: tuple[tuple[str, float], ...] = ()
+    """What ``auto``'s first blocking calls of this size try: ``(algorithm, measured seconds)``, the table's
+    pick first; empty where nothing is tried."""
+
+    @property
+    def pick(self) -> str:
+        """The algorithm (an older name)."""
+        return self.algorithm
+
+    @property
+    def source(self) -> str:
+        """Why (an older name)."""
+        return self.why
+
+    @property
+    def tried(self) -> tuple[str, ...]:
+        """The contenders' names."""
+        return tuple(a for a, _ in self.contenders)
 
 
-def _supports(algorithm: str, collective: str) -> bool:
+def algorithm_names() -> tuple[str, ...]:
+    """Every name a caller may ask for: ``auto``, ``native`` and the registered algorithms."""
+    return (AUTO, NATIVE) + tuple(ALGORITHMS)
+
+
+def check_name(name: str) -> str:
+    """Return ``name`` if a caller may ask for it, else raise ``ValueError`` naming the known ones."""
+    if name not in _NAMES:
+        raise ValueError(f"unknown algorithm {name!r}; known: {', '.join(algorithm_names())}")
+    return name
+
+
+_NAMES = frozenset(algorithm_names())
+
+
+def supports(algorithm: str | None, collective: str) -> bool:
+    """Tell whether a named algorithm runs ``collective`` (``auto``/``native``/``None``/unknown: yes, let it decide)."""
+    if algorithm is None or algorithm in (AUTO, NATIVE) or algorithm not in ALGORITHMS:
+        return True
     return collective in algorithm_info(algorithm).collectives
+
+
+def keeps_order(algorithm: str, collective: str) -> bool:
+    """Tell whether ``algorithm`` reduces in rank order for ``collective`` (what a non-commutative op needs).
+
+    The one rule for non-commutative ops: an allreduce schedule keeps order unless the registry marks it
+    commutative-only; our reduce-scatter halves reduce each block in their schedule's order, so none does
+    (the MPI library's own collective runs); an all-gather reduces nothing. ``native`` always does.
+    """
+    if algorithm == NATIVE or collective == "allgather":
+        return True
+    if collective == "reduce_scatter":
+        return False
+    return not algorithm_info(algorithm).commutative_only
 
 
 @lru_cache(maxsize=4096)
@@ -113,14 +156,13 @@ def _valid(algorithm: str, dims: tuple[int, ...], exact: bool, part: str) -> boo
 
 def _registered(commutative: bool, collective: str) -> list[str]:
     return [a for a, info in ALGORITHMS.items()
-            if (commutative or not info.commutative_only) and _supports(a, collective)]
+            if collective in info.collectives and (commutative or keeps_order(a, collective))]
 
 
 def candidates(dims: Sequence[int], *, exact: bool, commutative: bool, native_ok: bool = True,
                collective: str = "allreduce") -> tuple[str, ...]:
     """Every algorithm ``auto`` may run for such a call, in registry order, ``native`` last."""
-    if collective not in COLLECTIVES:
-        raise ValueError(f"collective must be one of {', '.join(COLLECTIVES)}, got {collective!r}")
+    _check_collective(collective)
     dims_t = tuple(int(d) for d in dims)
     out = [a for a in _registered(commutative, collective) if _valid(a, dims_t, bool(exact), collective)]
     if native_ok:
@@ -128,207 +170,231 @@ def candidates(dims: Sequence[int], *, exact: bool, commutative: bool, native_ok
     return tuple(out)
 
 
+def _check_collective(collective: str) -> None:
+    if collective not in COLLECTIVES:
+        raise ValueError(f"collective must be one of {', '.join(COLLECTIVES)}, got {collective!r}")
+
+
 def _model_time(c: Coefficients, nbytes: int, tuning: Tuning) -> float:
     return c.time(nbytes, tuning.alpha, tuning.beta, tuning.gamma)
 
 
-def _model_pick(ours: Sequence[str], dims: tuple[int, ...], nbytes: int, exact: bool, tuning: Tuning,
-                collective: str) -> str:
-    """Least modelled time; on a torus, routed only where a candidate's lower bound can still win."""
-    part = collective  # the part of an allreduce schedule this collective is (model.features.PARTS)
+def _model(ours: Sequence[str], dims: tuple[int, ...], nbytes: int, exact: bool, tuning: Tuning,
+           collective: str) -> tuple[str, list[Estimate]]:
+    """Least modelled time and every candidate's price; on a torus, routed only where a lower bound can still win."""
     order = list(ours)
     best, best_t = order[0], math.inf
-    if network_for(tuning, dims) == "torus":
-        bounds = {a: _model_time(lower_bound(a, dims, exact=exact, part=part), nbytes, tuning) for a in order}
-        for a in sorted(order, key=lambda a: (bounds[a], order.index(a))):
-            if bounds[a] >= best_t * (1.0 - MODEL_RESOLUTION):
-                break
-            try:
-                t = _model_time(coefficients(a, dims, exact=exact, network="torus", part=part), nbytes, tuning)
-            except ValueError:  # too large to route (model.routing.FULL_BUILD_LIMIT): not a candidate here
+    out: dict[str, Estimate] = {}
+    net = network_for(tuning, dims)
+    how = "routed link loads" if net == "torus" else "no link sharing"
+
+    def price(c: Coefficients) -> Estimate:
+        return Estimate(c.algorithm, _model_time(c, nbytes, tuning), "model",
+                        f"{net} model ({how}): {c.steps} steps x alpha + "
+                        f"n x ({c.moved:.4g} x beta + {c.reduced:.4g} x gamma)")
+
+    if net == "torus":
+        bounds = {a: lower_bound(a, dims, exact=exact, part=collective) for a in order}
+        times = {a: _model_time(b, nbytes, tuning) for a, b in bounds.items()}
+        for a in sorted(order, key=lambda a: (times[a], order.index(a))):
+            if times[a] >= best_t * (1.0 - MODEL_RESOLUTION):
+                out[a] = Estimate(a, None, "model", f"not routed: its lower bound {times[a]:.3g} s cannot beat "
+                                                    f"{best} by {MODEL_RESOLUTION:.0%}")
                 continue
-            if t < best_t or (t == best_t and order.index(a) < order.index(best)):
-                best, best_t = a, t
-        return best
-    for a in order:
-        t = _model_time(coefficients(a, dims, exact=exact, network="flat", part=part), nbytes, tuning)
-        if t < best_t:
-            best, best_t = a, t
-    return best
+            try:
+                e = price(coefficients(a, dims, exact=exact, network="torus", part=collective))
+            except ValueError as err:  # too large to route (model.routing.FULL_BUILD_LIMIT): not a candidate here
+                out[a] = Estimate(a, None, "model", f"not priced, not a candidate here: {err}")
+                continue
+            out[a] = e
+            assert e.seconds is not None
+            if e.seconds < best_t or (e.seconds == best_t and order.index(a) < order.index(best)):
+                best, best_t = a, e.seconds
+    else:
+        for a in order:
+            e = out[a] = price(coefficients(a, dims, exact=exact, network="flat", part=collective))
+            assert e.seconds is not None
+            if e.seconds < best_t:
+                best, best_t = a, e.seconds
+    return best, [out[a] for a in order]
+
+
+def _tried(table: Any, pick: str, allowed: set[str], nbytes: int) -> tuple[tuple[str, float], ...]:
+    """Return the table's pick, then the others within :data:`CLOSE_FACTOR` of it, fastest first, ``native`` kept."""
+    priced = [(a, t) for a in table.candidates if a in allowed for t in [table.time(a, nbytes)[0]] if t is not None]
+    mine = [x for x in priced if x[0] == pick]
+    if not mine:
+        return ()
+    close = sorted((x for x in priced if x[0] != pick and x[1] <= CLOSE_FACTOR * mine[0][1]),
+                   key=lambda x: (x[1], table.candidates.index(x[0])))
+    tried = (mine + close)[:TRIAL_MAX]
+    native = [x for x in close if x[0] == NATIVE]
+    if native and native[0] not in tried and len(tried) > 1:  # MPI's own call is always tried when close
+        tried[-1] = native[0]
+    return tuple(tried) if len(tried) > 1 else ()
 
 
 @lru_cache(maxsize=4096)
-def _decide(p: int, dims: tuple[int, ...], nbytes: int, exact: bool, commutative: bool, native_ok: bool,
-            tuning: Tuning, collective: str) -> tuple[str, str]:
+def _auto(p: int, dims: tuple[int, ...], nbytes: int, exact: bool, commutative: bool, native_ok: bool,
+          tuning: Tuning, collective: str) -> Decision:
+    """``auto``'s decision without a trial (cached: pure in its arguments)."""
     if math.prod(dims) != p:
         raise ValueError(f"dims {'x'.join(map(str, dims))} hold {math.prod(dims)} ranks, not {p}")
     registered = _registered(commutative, collective)
     table = tuning.table_for(p, dims, exact=exact, commutative=commutative, collective=collective)
     if table is not None:  # measured on these dims: every candidate in it built and ran there
-        best, best_t = "", math.inf
-        for a in registered:
-            t, _ = table.time(a, nbytes)
-            if t is not None and t < best_t:
+        where = f"table p={table.p} dims {'x'.join(map(str, table.dims))} {'exact' if table.exact else 'inexact'}"
+        est, best, best_t = [], "", math.inf
+        for a in [*registered, *([NATIVE] if native_ok else [])]:
+            t, detail = table.time(a, nbytes)
+            if t is None and a not in table.candidates:
+                detail = "not in the measured table (registered after calibration)"
+            est.append(Estimate(a, t, "measured", f"{where}: {detail}"))
+            if a != NATIVE and t is not None and t < best_t:
                 best, best_t = a, t
         t_native = table.time(NATIVE, nbytes)[0] if native_ok else None
-        if t_native is not None and not best_t < (1.0 - NATIVE_MARGIN) * t_native:
-            return NATIVE, "measured"
-        if best:
-            return best, "measured"
-    if native_ok and tuning.native_below_bytes is not None and nbytes < tuning.native_below_bytes:
-        return NATIVE, "rule"
+        pick = NATIVE if t_native is not None and not best_t < (1.0 - NATIVE_MARGIN) * t_native else best
+        if pick:
+            allowed = set(registered) | ({NATIVE} if native_ok else set())
+            tried = _tried(table, pick, allowed, nbytes) if collective == "allreduce" else ()
+            return Decision(pick, "measured", tuple(est), tried)
     ours = [a for a in registered if _valid(a, dims, exact, collective)]
-    if not ours:
-        if native_ok:
-            return NATIVE, "rule"
-        raise ValueError(f"no algorithm can run this {collective} on dims {'x'.join(map(str, dims))}")
-    return _model_pick(ours, dims, nbytes, exact, tuning, collective), "model"
+    nb = tuning.native_below_bytes
+    rule = Estimate(NATIVE, None, "rule", "no measured table for this call: the model hands "
+                    + ("no vector" if nb is None else f"vectors below {nb} B") + " to MPI (native_below_bytes)")
+    if native_ok and nb is not None and nbytes < nb or not ours:
+        if not native_ok:
+            raise ValueError(f"no algorithm can run this {collective} on dims {'x'.join(map(str, dims))}")
+        return Decision(NATIVE, "rule", (rule,))
+    best, est = _model(ours, dims, nbytes, exact, tuning, collective)
+    return Decision(best, "model", tuple(est) + ((rule,) if native_ok else ()))
 
 
-@lru_cache(maxsize=4096)
-def _contenders(p: int, dims: tuple[int, ...], nbytes: int, exact: bool, commutative: bool, native_ok: bool,
-                tuning: Tuning, collective: str) -> tuple[tuple[str, float], ...]:
-    pick, how = _decide(p, dims, nbytes, exact, commutative, native_ok, tuning, collective)
-    table = tuning.table_for(p, dims, exact=exact, commutative=commutative, collective=collective)
-    if how != "measured" or table is None:
-        return ()
-    allowed = set(_registered(commutative, collective)) | ({NATIVE} if native_ok else set())
-    priced = [(a, t) for a in table.candidates if a in allowed for t in [table.time(a, nbytes)[0]] if t is not None]
-    if not priced:
-        return ()
-    fastest = min(t for _, t in priced)
-    close = sorted((x for x in priced if x[0] != pick and x[1] <= TRIAL_FACTOR * fastest),
-                   key=lambda x: (x[1], table.candidates.index(x[0])))
-    mine = [x for x in priced if x[0] == pick]
-    if not mine:
-        return ()
-    tried = (mine + close)[:TRIAL_MAX]
-    native = [x for x in close if x[0] == NATIVE]
-    if native and native[0] not in tried and len(tried) > 1:  # MPI's own call is always tried when close
-        tried[-1] = native[0]
-    return tuple(tried)
+_SEEN: dict[tuple, tuple[Tuning, Decision]] = {}
+"""``auto``'s decisions by the tuning's identity (a dict lookup; the tuning itself is kept, so its id stays its)."""
+_SEEN_MAX = 4096
+
+
+def cache_clear() -> None:
+    """Forget every cached decision (after the registry or the model changed, as tests do)."""
+    _SEEN.clear()
+    _auto.cache_clear()
+    _named.cache_clear()
+
+
+@lru_cache(maxsize=1024)
+def _named(requested: str, collective: str, commutative: bool) -> Decision:
+    """Decide for a name asked for: itself, or what keeps rank order for a non-commutative op (cached)."""
+    if requested == NATIVE:
+        return Decision(NATIVE, "requested")
+    if not supports(requested, collective):
+        ok = [a for a in algorithm_names() if supports(a, collective)]
+        raise ValueError(f"{requested} has no {collective}; use one of {', '.join(ok)}")
+    if commutative or keeps_order(requested, collective):
+        return Decision(requested, "requested")
+    if collective == "allreduce":
+        return Decision(NONCOMMUTATIVE, "order")
+    return Decision(NATIVE, "order")
+
+
+def decide(requested: str, p: int, dims: Sequence[int], nbytes: int, *, exact: bool, commutative: bool = True,
+           native_ok: bool = True, tuning: Tuning | None = None, collective: str = "allreduce",
+           trial: Any = None, timed: bool = True) -> Decision:
+    """Return the :class:`Decision` for a call: the one function that picks an algorithm.
+
+    Args:
+        requested: ``auto``, ``native`` or a registered name (already defaulted from the environment).
+        p, dims: communicator size and the torus dims the schedules run on.
+        nbytes: the whole vector's bytes (a reduce-scatter's input, an all-gather's output).
+        exact: the op gives the same bits in any grouping (integer SUM, MAX, ...).
+        commutative: ``op.Is_commutative()`` (``True`` for an all-gather).
+        native_ok: the MPI library's result is bit-identical on every rank for this op and datatype.
+        tuning: equal on all ranks (:func:`swing_mpi.tuning.tuning_for_comm`); default the built-in one.
+        collective: ``allreduce``, ``reduce_scatter`` or ``allgather``.
+        trial: ``auto``'s trial of this size (:class:`swing_mpi.online.Trial`), if any: its result once in;
+            while it runs, a ``timed`` (blocking) call runs the contender whose turn it is, others the table's pick.
+    """
+    _check_collective(collective)
+    check_name(requested)
+    if requested != AUTO:
+        return _named(requested, collective, bool(commutative))
+    tuning = tuning or DEFAULT_TUNING
+    dims_t = dims if type(dims) is tuple else tuple(int(x) for x in dims)
+    key = (id(tuning), p, dims_t, nbytes, exact, commutative, native_ok, collective)
+    hit = _SEEN.get(key)
+    if hit is not None and hit[0] is tuning:  # the usual case: no hash of the tuning's tables
+        d = hit[1]
+    else:
+        d = _auto(int(p), tuple(int(x) for x in dims_t), int(nbytes), bool(exact), bool(commutative),
+                  bool(native_ok), tuning, collective)
+        if len(_SEEN) >= _SEEN_MAX:
+            _SEEN.clear()
+        _SEEN[key] = (tuning, d)
+    if trial is None:
+        return d
+    if trial.pick is not None:
+        return d if trial.pick == d.algorithm else replace(d, algorithm=trial.pick, why="tried")
+    return replace(d, algorithm=trial.algorithm, why="trial") if timed else d
+
+
+def explain(p: int, dims: Sequence[int], nbytes: int, *, exact: bool, commutative: bool = True,
+            native_ok: bool = True, tuning: Tuning | None = None, collective: str = "allreduce") -> Decision:
+    """Return ``auto``'s :class:`Decision` for such a call (``swing-mpi choose`` prints it)."""
+    return decide(AUTO, p, dims, nbytes, exact=exact, commutative=commutative, native_ok=native_ok, tuning=tuning,
+                  collective=collective)
 
 
 def contenders(p: int, dims: Sequence[int], nbytes: int, *, exact: bool, commutative: bool = True,
                native_ok: bool = True, tuning: Tuning | None = None,
                collective: str = "allreduce") -> tuple[tuple[str, float], ...]:
-    """Return what ``auto`` tries on a launch's first calls of this size: ``(algorithm, measured seconds)``.
-
-    The pick of :func:`choose` first, then the other candidates of the
-    measured table within :data:`TRIAL_FACTOR` of the fastest, fastest first,
-    :data:`TRIAL_MAX` in all; ``native`` among them whenever it is that close
-    (in the last place if it would not make the cut: ``auto`` must not lose
-    to the MPI library's own call on a launch where that is fastest). Empty
-    where the decision is not from a measured table (the model or a rule
-    decides: nothing was measured to try against); a single entry where
-    nothing else is close.
-    """
-    return _contenders(int(p), tuple(int(d) for d in dims), int(nbytes), bool(exact), bool(commutative),
-                       bool(native_ok), tuning or DEFAULT_TUNING, collective)
+    """Return what ``auto`` tries on a launch's first calls of this size (:attr:`Decision.contenders`)."""
+    return explain(p, dims, nbytes, exact=exact, commutative=commutative, native_ok=native_ok, tuning=tuning,
+                   collective=collective).contenders
 
 
 def choose(p: int, dims: Sequence[int], count: int, itemsize: int, *, exact: bool, commutative: bool,
            native_ok: bool = True, tuning: Tuning | None = None) -> str:
-    """Name the algorithm ``auto`` runs for an allreduce (the same on every rank for the same arguments).
-
-    Args:
-        p: communicator size (the product of ``dims``).
-        dims: torus dims the schedules run on.
-        count, itemsize: vector elements and bytes per element.
-        exact: the op gives the same bits in any grouping (integer SUM, MAX, …).
-        commutative: ``op.Is_commutative()``.
-        native_ok: ``MPI_Allreduce``'s result is bit-identical on every rank for this op and datatype.
-        tuning: equal on all ranks (:func:`swing_mpi.tuning.tuning_for_comm`); default
-            :data:`~swing_mpi.tuning.DEFAULT_TUNING`.
-    """
-    return _decide(int(p), tuple(int(d) for d in dims), int(count) * int(itemsize), bool(exact),
-                   bool(commutative), bool(native_ok), tuning or DEFAULT_TUNING, "allreduce")[0]
+    """Name the algorithm ``auto`` runs for an allreduce of ``count`` elements of ``itemsize`` bytes (no trial)."""
+    return explain(p, dims, int(count) * int(itemsize), exact=exact, commutative=commutative, native_ok=native_ok,
+                   tuning=tuning).algorithm
 
 
 def choose_collective(collective: str, p: int, dims: Sequence[int], nbytes: int, *, exact: bool,
                       commutative: bool, native_ok: bool = True, tuning: Tuning | None = None) -> str:
-    """Name the algorithm ``auto`` runs for ``collective`` on a vector of ``nbytes`` (the whole vector).
-
-    For ``reduce_scatter`` and ``allgather`` the candidates are the algorithms
-    the registry marks for that collective plus ``native``; a measured table
-    for that collective decides where there is one, else the model prices
-    the half of each allreduce schedule that the collective is.
-    """
-    if collective not in COLLECTIVES:
-        raise ValueError(f"collective must be one of {', '.join(COLLECTIVES)}, got {collective!r}")
-    return _decide(int(p), tuple(int(d) for d in dims), int(nbytes), bool(exact), bool(commutative),
-                   bool(native_ok), tuning or DEFAULT_TUNING, collective)[0]
-
-
-def explain(p: int, dims: Sequence[int], nbytes: int, *, exact: bool, commutative: bool = True,
-            native_ok: bool = True, tuning: Tuning | None = None, collective: str = "allreduce") -> Decision:
-    """Return the pick and every candidate's measured or modelled time, with where each number comes from."""
-    tuning = tuning or DEFAULT_TUNING
-    dims_t = tuple(int(d) for d in dims)
-    pick, how = _decide(int(p), dims_t, int(nbytes), bool(exact), bool(commutative), bool(native_ok), tuning,
-                        collective)
-    cands = candidates(dims_t, exact=exact, commutative=commutative, native_ok=native_ok, collective=collective)
-    table = tuning.table_for(int(p), dims_t, exact=exact, commutative=commutative, collective=collective)
-    out = []
-    for a in cands:
-        if table is not None and how == "measured":
-            t, detail = table.time(a, nbytes)
-            if t is not None or a in table.candidates:
-                out.append(Estimate(a, t, "measured", f"table p={table.p} dims {'x'.join(map(str, table.dims))}"
-                                                      f" {'exact' if table.exact else 'inexact'}: {detail}"))
-                continue
-            out.append(Estimate(a, None, "measured", "not in the measured table (registered after calibration)"))
-            continue
-        if a == NATIVE:
-            nb = tuning.native_below_bytes
-            out.append(Estimate(a, None, "rule", "no measured table for this call: the model hands "
-                                + ("no vector" if nb is None else f"vectors below {nb} B")
-                                + " to MPI_Allreduce (native_below_bytes)"))
-            continue
-        net = network_for(tuning, dims_t)
-        try:
-            c = coefficients(a, dims_t, exact=exact, network=net, part=collective)
-        except ValueError as err:  # too large to route (model.routing.FULL_BUILD_LIMIT): auto skips it too
-            out.append(Estimate(a, None, "model", f"not priced, not a candidate here: {err}"))
-            continue
-        how_net = "routed link loads" if net == "torus" else "no link sharing"
-        out.append(Estimate(a, _model_time(c, nbytes, tuning), "model",
-                            f"{net} model ({how_net}): {c.steps} steps x alpha + "
-                            f"n x ({c.moved:.4g} x beta + {c.reduced:.4g} x gamma)"))
-    tried: tuple[str, ...] = ()
-    if collective == "allreduce":
-        close = contenders(int(p), dims_t, int(nbytes), exact=exact, commutative=commutative, native_ok=native_ok,
-                           tuning=tuning)
-        tried = tuple(a for a, _ in close) if len(close) > 1 else ()
-    return Decision(pick, how, tuple(out), tried)
+    """Name the algorithm ``auto`` runs for ``collective`` on a vector of ``nbytes`` (the whole vector)."""
+    return explain(p, dims, nbytes, exact=exact, commutative=commutative, native_ok=native_ok, tuning=tuning,
+                   collective=collective).algorithm
 
 
 def resolve(requested: str, p: int, dims: Sequence[int], count: int, itemsize: int, *, exact: bool,
             commutative: bool, native_ok: bool, tuning: Tuning | None = None) -> str:
-    """Name the algorithm that really runs for a request (``auto``, ``native`` or a registered name).
+    """Name the algorithm an allreduce asking for ``requested`` runs (:func:`decide`, no trial)."""
+    return decide(requested, p, dims, int(count) * int(itemsize), exact=exact, commutative=commutative,
+                  native_ok=native_ok, tuning=tuning).algorithm
 
-    Args:
-        requested: what the caller asked for (already defaulted from the environment).
-        p, dims, count, itemsize: as for :func:`choose`.
-        exact: the op gives the same bits in any grouping.
-        commutative: ``op.Is_commutative()``.
-        native_ok: the MPI library's result is bit-identical on every rank for
-            this op and datatype (``auto`` considers ``native`` only then).
-        tuning: as for :func:`choose`.
 
-    A commutative-only algorithm asked for by name with a non-commutative op
-    runs ``recdoub`` (order-preserving) instead; ``native`` runs as asked.
+def clearly_faster(a: Sequence[float], b: Sequence[float]) -> bool:
+    """Tell whether calls ``a`` beat calls ``b``: a median :data:`SWITCH_MARGIN` less, and not by chance.
+
+    Not by chance: a one-sided Mann-Whitney test, ``a`` faster than ``b`` at the
+    :data:`SWITCH_Z` level (normal approximation of U, ties counted half): calls on
+    a busy machine spread, and a few medians can put either side ahead.
     """
-    if requested == AUTO:
-        return choose(p, dims, count, itemsize, exact=exact, commutative=commutative, native_ok=native_ok,
-                      tuning=tuning)
-    if requested == NATIVE:
-        return NATIVE
-    if algorithm_info(requested).commutative_only and not commutative:
-        return NONCOMMUTATIVE
-    return requested
+    ma, mb = float(np.median(a)), float(np.median(b))
+    if not ma < (1.0 - SWITCH_MARGIN) * mb:
+        return False
+    x, y = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    n1, n2 = len(x), len(y)
+    u = float(np.sum(x[:, None] < y[None, :]) + 0.5 * np.sum(x[:, None] == y[None, :]))
+    sd = math.sqrt(n1 * n2 * (n1 + n2 + 1) / 12.0)
+    return (u - n1 * n2 / 2.0) / sd >= SWITCH_Z
 
 
-def algorithm_names() -> tuple[str, ...]:
-    """Every name a caller may ask for: ``auto``, ``native`` and the registered algorithms."""
-    return (AUTO, NATIVE) + tuple(ALGORITHMS)
+def trial_verdict(contenders: Sequence[str], samples: Sequence[Sequence[float]]) -> str:
+    """Return a trial's result: the contender with the least median if :func:`clearly_faster` than the pick.
+
+    ``samples[i]`` are the counted calls of ``contenders[i]``; ``contenders[0]`` is the table's pick.
+    """
+    medians = [float(np.median(s)) for s in samples]
+    best = min(range(len(contenders)), key=lambda i: (medians[i], i))
+    return contenders[best] if best and clearly_faster(samples[best], samples[0]) else contenders[0]

@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
     shape = "x".join(map(str, dims))
     if args.json:
         print(json.dumps({
-            "pick": d.pick, "decided_by": d.source, "collective": args.collective, "dims": list(dims), "p": p,
+            "pick": d.algorithm, "decided_by": d.why, "collective": args.collective, "dims": list(dims), "p": p,
             "nbytes": nbytes, "dtype": args.dtype, "op": "noncommutative" if args.noncommutative else args.op,
             "exact": exact, "native_ok": native_ok, "network": network_for(tuning, dims), "tuning": tuning.source,
             "tried_first": list(d.tried),
@@ -94,15 +94,15 @@ def run(args: argparse.Namespace) -> int:
     op = "non-commutative op" if args.noncommutative else f"{args.dtype} {args.op.upper()}"
     print(f"# {args.collective} of {format_size(nbytes)} {op} on {shape} (p={p}); "
           f"{'exact' if exact else 'inexact'} op; network {network_for(tuning, dims)}; tuning: {tuning.source}")
-    print(f"auto runs: {d.pick}  (decided by {d.source})")
+    print(f"auto runs: {d.algorithm}  (decided by {d.why})")
     if d.tried:
         print(f"first calls try: {', '.join(d.tried)}, then keep the fastest on this launch "
-              f"(blocking calls; SWING_MPI_TRIAL=off: {d.pick} from the start)")
+              f"(blocking calls; SWING_MPI_TRIAL=off: {d.algorithm} from the start)")
     w = max([len(e.algorithm) for e in d.estimates] + [9])
     print(f"{'candidate':<{w}}  {'time':>12}  source    where the number comes from")
     for e in sorted(d.estimates, key=lambda e: (e.seconds is None, e.seconds or 0.0)):
         t = "-" if e.seconds is None else (f"{e.seconds * 1e6:.1f} us" if e.seconds < 1e-2
                                            else f"{e.seconds * 1e3:.2f} ms")
-        mark = " *" if e.algorithm == d.pick else "  "
+        mark = " *" if e.algorithm == d.algorithm else "  "
         print(f"{e.algorithm:<{w}}{mark}{t:>12}  {e.source:<8}  {e.detail}")
     return 0

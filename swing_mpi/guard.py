@@ -11,8 +11,8 @@ differs and its values with the ranks that passed them; no data has moved, and t
 stays usable for the next (correct) call.
 
 The check is off by default: it costs one small ``Allgather`` per call, about the time of an
-8-byte allreduce. Turn it on for a whole job with ``SWING_MPI_CHECK=1`` (read once, at import, as
-MPI libraries read their variables at ``MPI_Init``) or for one communicator with
+8-byte allreduce. Turn it on for a whole job with ``SWING_MPI_CHECK=1`` (``swing_mpi.rc.check``, read
+at import as MPI libraries read their variables at ``MPI_Init``) or for one communicator with
 ``swing_mpi.Intracomm(comm, check=True)`` (``check=False`` turns it off there even when the
 variable is set).
 
@@ -31,22 +31,20 @@ differently is caught too); and the torus dims.
 
 from __future__ import annotations
 
-import os
 import zlib
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
 
 import numpy as np
 from mpi4py import MPI
 
-from .buffers import DeviceBuffer, check_comm_op
+from .buffers import check_comm_op
+from .config import rc
 from .state import comm_state
+from .waiting import wait_collective
 
-__all__ = ["CollectiveMismatchError", "CHECK_DEFAULT", "SIGNATURE_LEN", "MAX_DIMS", "OPERATIONS", "signature",
-           "counts_checksum", "describe", "verify", "checked", "checked_call"]
+__all__ = ["CollectiveMismatchError", "SIGNATURE_LEN", "MAX_DIMS", "OPERATIONS", "signature",
+           "counts_checksum", "describe", "verify", "private"]
 
-CHECK_DEFAULT = os.environ.get("SWING_MPI_CHECK", "").strip().lower() not in ("", "0", "no", "off", "false")
-"""``$SWING_MPI_CHECK``, read at import: whether calls check their arguments across ranks by default."""
 
 MAX_DIMS = 32
 """Dims compared one by one (the executor supports tori of up to 32 dimensions)."""
@@ -234,7 +232,8 @@ def verify(comm: MPI.Intracomm, *, count: int = 0, datatype: MPI.Datatype = MPI.
         mine = signature(count=count, datatype=datatype, op=op, algorithm=algorithm, dims=dims,
                          operation=operation, counts=counts)
     rows = np.empty((comm.Get_size(), SIGNATURE_LEN), np.int64)
-    comm.Allgather([mine, MPI.INT64_T], [rows, MPI.INT64_T])
+    req = comm.Iallgather([mine, MPI.INT64_T], [rows, MPI.INT64_T])
+    wait_collective(req, comm, f"the mismatch check of {operation}", rc.timeout, keep=(mine, rows))  # bounded
     if error is not None:
         raise error
     if (rows == mine).all():  # the common case: every rank agrees
@@ -247,48 +246,11 @@ def verify(comm: MPI.Intracomm, *, count: int = 0, datatype: MPI.Datatype = MPI.
                                       f"nothing was sent, the communicator is still usable", fields)
 
 
-T = TypeVar("T")
+def private(comm: MPI.Intracomm) -> MPI.Intracomm:
+    """Return the private communicator a checked call compares on (collective on a communicator's first use).
 
-
-def checked(comm: MPI.Intracomm, validate: Callable[[], T], resolve: Callable[[T], tuple[str, tuple[int, ...]]],
-            facts: Callable[[T], dict[str, Any]], op: Any, *, operation: str) -> tuple[T, str, tuple[int, ...]]:
-    """Validate and resolve a call as the API does, then compare it across ranks.
-
-    ``validate()`` checks the arguments on this rank and returns what the call needs, ``resolve(v)``
-    the (algorithm, dims) that will run and ``facts(v)`` the rest of the signature (``count``,
-    ``datatype``, optionally ``counts``). An error either raises on this rank is shared first, so
-    every rank raises (this one its own error, the others :class:`CollectiveMismatchError`) and
-    none is left waiting. Buffers only the MPI library can handle
-    (:class:`~swing_mpi.buffers.DeviceBuffer`) compare as algorithm ``native`` with count -1
-    (their counts are not known here), then the exception goes on. Returns (v, algorithm, dims).
+    Made before the arguments are checked, so every rank has it before anything can differ; without
+    a communicator nothing can be compared (``TypeError`` on this rank).
     """
-    check_comm_op(comm)  # without a communicator nothing can be compared
-    private = comm_state(comm).comm  # collective on first use: every rank makes it before anything can differ
-    try:
-        v = validate()
-    except DeviceBuffer:
-        verify(private, count=-1, op=op, algorithm="native", operation=operation)  # op checked by validate()
-        raise
-    except _ERRORS as e:
-        verify(private, operation=operation, error=e)
-        raise
-    try:
-        name, dims = resolve(v)
-    except _ERRORS as e:
-        verify(private, operation=operation, error=e)
-        raise
-    verify(private, op=op, algorithm=name, dims=dims, operation=operation, **facts(v))
-    return v, name, dims
-
-
-def checked_call(comm: MPI.Intracomm, validate: Callable[[], tuple[Any, Any]],
-                 resolve: Callable[[Any], tuple[str, tuple[int, ...]]], op: Any, *,
-                 operation: str = "allreduce") -> tuple[Any, Any, str, tuple[int, ...]]:
-    """:func:`checked` for the allreduce family: ``validate()`` returns the (send, recv) buffer specs.
-
-    Returns (send, recv, algorithm, dims).
-    """
-    (send, recv), name, dims = checked(comm, validate, lambda v: resolve(v[1]),
-                                       lambda v: {"count": v[1].count, "datatype": v[1].datatype}, op,
-                                       operation=operation)
-    return send, recv, name, dims
+    check_comm_op(comm)
+    return comm_state(comm).comm

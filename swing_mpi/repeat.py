@@ -29,7 +29,7 @@ same (:func:`native_again`), for new and repeated arrays alike.
 from __future__ import annotations
 
 import weakref
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from mpi4py import MPI
@@ -37,7 +37,8 @@ from mpi4py import MPI
 from .executor import Plan
 from .state import CommState
 
-__all__ = ["Repeat", "RECORDS", "NATIVE_RECORDS", "LAST_NATIVE", "NO_RECORD", "REPEATS_MAX", "remember", "again",
+__all__ = ["Repeat", "NativeRecord", "ShapeRecord",
+           "RECORDS", "NATIVE_RECORDS", "LAST_NATIVE", "NO_RECORD", "REPEATS_MAX", "remember", "again",
            "NATIVE_SHAPES", "remember_native", "native_again"]
 
 
@@ -62,21 +63,48 @@ class Repeat:
     plan: weakref.ref
 
 
+class NativeRecord(NamedTuple):
+    """A call that went to MPI, for the next call on the same arrays (:data:`NATIVE_RECORDS`).
+
+    A tuple with names: :func:`swing_mpi.allreduce` unpacks it at once, about a tenth of a microsecond
+    less than reading its fields one by one, on a path whose whole cost over ``comm.Allreduce`` is a few
+    tenths; the order of the fields is that unpacking's.
+    """
+
+    comm: Any
+    op: Any
+    algorithm: Any
+    dims: Any
+    send: Any
+    """The send array's weak reference, or ``None`` in place."""
+    in_place: Any
+    """In place: what the call passed as ``sendbuf`` (``None`` or ``MPI.IN_PLACE``)."""
+    native: Any
+    """MPI's allreduce bound to ``comm``."""
+    recv: Any
+    """The receive array's weak reference."""
+
+
+class ShapeRecord(NamedTuple):
+    """A shape of blocking call that went to MPI (:data:`NATIVE_SHAPES`)."""
+
+    comm: Any
+    op: Any
+    datatype: MPI.Datatype
+    native: Any
+    """MPI's collective bound to ``comm``."""
+    seen: list
+    """``[recv, send, countdown]``: watching for arrays that come back."""
+
+
 RECORDS: dict[int, Repeat] = {}
 """Keyed by ``id(recvbuf)``. A record leaves as soon as its receive or send array
 is garbage (weak reference callbacks run before the memory can be reused), so a
 record found under ``id(recvbuf)`` is this very array's, without calling its weak
 reference."""
-NATIVE_RECORDS: dict[int, tuple] = {}
-"""The calls that went to MPI, keyed by ``id(recvbuf)`` as :data:`RECORDS` (and dropped the same way):
-``(comm, op, algorithm, dims, send, in_place, native, recv)``. ``send`` is the send array's weak
-reference, or ``None`` in place, where ``in_place`` holds what the call passed as ``sendbuf`` (``None``
-or ``MPI.IN_PLACE``); ``native`` is MPI's allreduce bound to ``comm``, ``recv`` the receive array's weak
-reference. No dtype or datatype: the call lets mpi4py infer them, which costs less than checking
-them (the two ``.dtype`` reads cost 2-4 % of an 8 B call timed from a barrier on an oversubscribed
-machine). A tuple, not a :class:`Repeat`: the caller unpacks it at once, about a tenth of a microsecond
-less than reading its fields as attributes, on a path whose whole cost over ``comm.Allreduce`` is a few
-tenths."""
+NATIVE_RECORDS: dict[int, NativeRecord] = {}
+"""The calls that went to MPI, keyed by ``id(recvbuf)`` as :data:`RECORDS` (and dropped the same way).
+No dtype or datatype: the call lets mpi4py infer them, which costs less than checking them."""
 
 
 class _Never:
@@ -86,10 +114,10 @@ class _Never:
 _NEVER = _Never()
 _no_ref = weakref.ref(_NEVER)
 """A weak reference that never leads to an array: it returns :data:`_NEVER`, which lives as long as the module."""
-NO_RECORD: tuple = (*(_NEVER,) * 7, _no_ref)
+NO_RECORD = NativeRecord(*(_NEVER,) * 7, _no_ref)
 """A native record that matches no call: a private object where the communicator, the arrays and the rest
 would be."""
-LAST_NATIVE: list[tuple] = [NO_RECORD]
+LAST_NATIVE: list[NativeRecord] = [NO_RECORD]
 """The native record made or used last (or :data:`NO_RECORD`), looked at before :data:`NATIVE_RECORDS`: a
 loop on the same arrays finds its record with one weak-reference call instead of hashing ``id(recvbuf)``
 into the dict, which an oversubscribed barrier-timed 1 KiB call at p = 4 measured as 3 % of the call.
@@ -113,10 +141,10 @@ def _forget_send(ref: weakref.ref, key: int) -> None:
 
 def _forget_native(ref: weakref.ref, key: int) -> None:
     last = LAST_NATIVE[0]
-    if last[4] is ref or last[7] is ref:
+    if last.send is ref or last.recv is ref:
         LAST_NATIVE[0] = NO_RECORD
     t = NATIVE_RECORDS.get(key)
-    if t is not None and (t[4] is ref or t[7] is ref):
+    if t is not None and (t.send is ref or t.recv is ref):
         NATIVE_RECORDS.pop(key, None)
 
 
@@ -136,10 +164,10 @@ def remember(comm: Any, sendbuf: Any, recvbuf: Any, op: MPI.Op, algorithm: Any, 
     key = id(recvbuf)
     if plan is None:
         forget = lambda ref: _forget_native(ref, key)  # noqa: E731
-        t = (comm, op, algorithm, dims, None if in_place else weakref.ref(sendbuf, forget),
-             sendbuf if in_place else None,
-             MPI.Intracomm.Allreduce.__get__(comm),  # not comm.Allreduce: swing_mpi.Intracomm overrides it
-             weakref.ref(recvbuf, forget))
+        t = NativeRecord(comm, op, algorithm, dims, None if in_place else weakref.ref(sendbuf, forget),
+                         sendbuf if in_place else None,
+                         MPI.Intracomm.Allreduce.__get__(comm),  # not comm.Allreduce: swing_mpi.Intracomm's is ours
+                         weakref.ref(recvbuf, forget))
         if len(NATIVE_RECORDS) >= REPEATS_MAX:
             NATIVE_RECORDS.clear()
         NATIVE_RECORDS[key] = t
@@ -177,10 +205,10 @@ def again(r: Repeat, sendbuf: Any, recvbuf: Any) -> bool:
     return False
 
 
-NATIVE_SHAPES: dict[tuple, tuple] = {}
+NATIVE_SHAPES: dict[tuple, ShapeRecord] = {}
 """Blocking calls that went to MPI, by what decided it: ``(collective, id(comm), id(op), algorithm, dims,
-recv dtype, recv size, send size or None in place)`` maps to ``(comm, op, datatype, MPI's collective bound
-to comm, [recv, send, countdown])``. A value holds ``comm`` and ``op`` (``None`` for the all-gather), so their ids
+recv dtype, recv size, send size or None in place)`` maps to a :class:`ShapeRecord`.
+A value holds ``comm`` and ``op`` (``None`` for the all-gather), so their ids
 cannot be reused while the entry lives; more than :data:`REPEATS_MAX` entries and all are dropped.
 
 ``[recv, send, countdown]`` watch for arrays that come back: every :data:`WATCH_EVERY` allreduce calls of
@@ -214,8 +242,8 @@ def remember_native(collective: str, comm: Any, sendbuf: Any, recvbuf: Any, op: 
         NATIVE_SHAPES.clear()
     key = (collective, id(comm), id(op), algorithm, dims, recvbuf.dtype, recvbuf.size,
            None if in_place else sendbuf.size)
-    NATIVE_SHAPES[key] = (comm, op, datatype, _NATIVE_CALLS[collective].__get__(comm),
-                          [_no_ref, _no_ref, 1])
+    NATIVE_SHAPES[key] = ShapeRecord(comm, op, datatype, _NATIVE_CALLS[collective].__get__(comm),
+                                     [_no_ref, _no_ref, 1])
 
 
 def native_again(collective: str, comm: Any, sendbuf: Any, recvbuf: Any, op: MPI.Op | None, algorithm: Any,
@@ -235,7 +263,7 @@ def native_again(collective: str, comm: Any, sendbuf: Any, recvbuf: Any, op: MPI
                                None if in_place else sendbuf.size))
     except TypeError:  # dims or algorithm of a type that cannot be a key: the full path says what is wrong
         return False
-    if v is None or v[0] is not comm or v[1] is not op:
+    if v is None or v.comm is not comm or v.op is not op:
         return False
     flags = recvbuf.flags
     if not (flags.c_contiguous and flags.writeable):
@@ -247,16 +275,16 @@ def native_again(collective: str, comm: Any, sendbuf: Any, recvbuf: Any, op: MPI
             return False
         if (sendbuf.base is not None or recvbuf.base is not None) and np.may_share_memory(sendbuf, recvbuf):
             return False  # (two arrays that own their memory cannot overlap)
-        send = (sendbuf, v[2])
+        send = (sendbuf, v.datatype)
     if op is None:
-        v[3](send, (recvbuf, v[2]))
+        v.native(send, (recvbuf, v.datatype))
         return True
-    v[3](send, (recvbuf, v[2]), op)
+    v.native(send, (recvbuf, v.datatype), op)
     if collective == "allreduce":  # arrays that come back get a record, the cheaper repeat path (NATIVE_SHAPES)
-        seen = v[4]
+        seen = v.seen  # [recv, send, countdown]
         if seen[0]() is recvbuf:
             if in_place or seen[1]() is sendbuf:
-                remember(comm, sendbuf, recvbuf, op, algorithm, dims, v[2], None, None)
+                remember(comm, sendbuf, recvbuf, op, algorithm, dims, v.datatype, None, None)
             elif seen[1] is _no_ref:
                 seen[1] = weakref.ref(sendbuf)  # the receive array came back: now the send array's reference
             else:

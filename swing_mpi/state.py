@@ -1,9 +1,15 @@
-"""Per-communicator state: our private communicator, operation numbers, plans, tuning.
+"""Per-communicator state: our private communicator, operation numbers, plans, tuning, wait policy.
 
 All our traffic runs on a private communicator derived from the user's one
 (``Dup``, or ``Split`` when ranks state their torus positions), created on
 first use and cached on the user's communicator as an MPI attribute, so it is
 freed with it and user messages and ours can never match each other.
+
+The first use is collective and bounded by ``$SWING_MPI_TIMEOUT`` like every
+later wait: a nonblocking barrier on the user's communicator waits for every
+rank to arrive (naming the missing ones on timeout, :mod:`swing_mpi.waiting`);
+the agreements after it (tuning, trial switch, wait policy) are nonblocking
+collectives polled with the same deadline.
 
 A communicator may carry several states, one per rank placement (``None``:
 torus position = rank; else a tuple giving every rank's position): the private
@@ -13,7 +19,7 @@ schedule runs unchanged with each rank at its stated place.
 
 from __future__ import annotations
 
-import os
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
@@ -25,20 +31,17 @@ from mpi4py import MPI
 
 from . import online
 from .choose import Tuning, tuning_for_comm
+from .config import rc
 from .executor import Plan
 from .schedule import AUTO, Schedule
 from .topology import Torus, parse_dims
+from .waiting import bounded_bcast, node_policy, wait_collective
 
-__all__ = ["CommState", "comm_state", "find_state", "dims_for", "requested_algorithm", "ENV_ALGORITHM",
-           "ENV_DIMS", "PLAN_CACHE_SIZE"]
+__all__ = ["CommState", "comm_state", "find_state", "dims_for", "requested_algorithm", "arrive",
+           "agreed_trial", "PLAN_CACHE_SIZE"]
 
 PLAN_CACHE_SIZE = 64
 """Plans kept per communicator state (least recently used go first)."""
-
-ENV_ALGORITHM = os.environ.get("SWING_MPI_ALGORITHM") or None
-"""``$SWING_MPI_ALGORITHM``, read once at import (as MPI libraries read theirs at ``MPI_Init``)."""
-ENV_DIMS = os.environ.get("SWING_MPI_DIMS") or None
-"""``$SWING_MPI_DIMS``, read once at import."""
 
 Placement = tuple[int, ...] | None
 
@@ -47,19 +50,26 @@ class CommState:
     """What one placement on one user communicator keeps between calls."""
 
     def __init__(self, comm: MPI.Comm, placement: Placement) -> None:
-        """Create the private communicator and read the tuning and the trial switch on rank 0 (collective)."""
+        """Create the private communicator; agree on the tuning, the trial switch and the wait policy (collective)."""
+        timeout = rc.timeout
+        arrive(comm, timeout)
         private = comm.Dup() if placement is None else comm.Split(0, placement[comm.Get_rank()])
         self.comm: Any = private
         self.placement = placement
         try:
-            tuning, trial = tuning_for_comm(self.comm), online.agreed(self.comm)
-        except BaseException:  # raised on every rank alike: nothing is left behind
-            private.Free()
+            tuning = tuning_for_comm(self.comm, timeout=timeout)
+            trial = agreed_trial(self.comm, timeout)
+            wait = node_policy(self.comm, timeout)
+        except BaseException:  # raised on every rank alike (a timeout aside): nothing is left behind
+            if not isinstance(sys.exc_info()[1], TimeoutError):
+                private.Free()
             raise
         self.tuning: Tuning = tuning
         """``auto``'s cost-model constants: read on rank 0 and broadcast, equal on all ranks."""
         self.trial: bool = trial
         """``auto`` tries close contenders on its first calls (:mod:`swing_mpi.online`): rank 0's switch."""
+        self.wait_policy: str = wait
+        """How this communicator's plans wait (``$SWING_MPI_WAIT``, else the node's rule; equal on a node)."""
         self.trials: dict[Hashable, online.Trial | None] = {}
         """Those trials, per size (kept by :func:`swing_mpi.online.trial_for`)."""
         self.plans: OrderedDict[Hashable, Plan] = OrderedDict()
@@ -88,7 +98,7 @@ class CommState:
         """
         plan = self.plans.get(key) if key is not None else None
         if plan is None:
-            plan = Plan(self.comm, schedule(), datatype, op)
+            plan = Plan(self.comm, schedule(), datatype, op, wait=self.wait_policy)
             if key is not None:
                 self.plans[key] = plan
                 if len(self.plans) > PLAN_CACHE_SIZE:
@@ -136,6 +146,26 @@ _KEYVAL_LOCK = threading.Lock()
 """Threads that meet the first use together create one keyval (a second would hide the first's states)."""
 
 
+def arrive(comm: MPI.Comm, timeout: float | None) -> None:
+    """Wait until every rank of ``comm`` has come to its first use (a nonblocking barrier, bounded by ``timeout``)."""
+    if comm.Get_size() > 1:
+        wait_collective(comm.Ibarrier(), comm, "the first call on this communicator", timeout)
+
+
+def agreed_trial(comm: MPI.Comm, timeout: float | None) -> bool:
+    """Return rank 0's ``$SWING_MPI_TRIAL`` on every rank (collective; a bad value on rank 0 raises everywhere)."""
+    mine: bool | str = False
+    if comm.Get_rank() == 0:
+        try:
+            mine = bool(rc.checked("trial"))
+        except ValueError as err:
+            mine = str(err)
+    got = mine if comm.Get_size() == 1 else bounded_bcast(comm, mine, "the trial switch's agreement", timeout)
+    if isinstance(got, str):
+        raise ValueError(got)
+    return bool(got)
+
+
 def comm_state(comm: MPI.Comm, placement: Placement = None) -> CommState:
     """Return the state of ``comm`` for ``placement``, creating it (collective) on first use."""
     global _KEYVAL
@@ -163,7 +193,7 @@ def find_state(comm: MPI.Comm, placement: Placement = None) -> CommState | None:
 
 def requested_algorithm(algorithm: str | None) -> str:
     """Return what a call asks for: ``algorithm``, else ``$SWING_MPI_ALGORITHM``, else ``auto``."""
-    return algorithm if algorithm is not None else (ENV_ALGORITHM or AUTO)
+    return algorithm if algorithm is not None else (rc.algorithm or AUTO)
 
 
 @lru_cache(maxsize=64)
@@ -179,8 +209,8 @@ def dims_for(comm: MPI.Comm, dims: Any = None) -> tuple[int, ...]:
     """
     p = comm.Get_size()
     if dims is None:
-        if ENV_DIMS:
-            return _parse_dims_cached(ENV_DIMS, p)
+        if rc.dims:
+            return _parse_dims_cached(rc.dims, p)
         if comm.Get_topology() == MPI.CART:
             return Torus.from_cartcomm(MPI.Cartcomm(comm)).dims
         return (p,)

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from .config import rc
 from .model.features import NETWORKS
 
 NETWORK_AUTO = "auto"
@@ -44,7 +45,7 @@ NETWORK_AUTO = "auto"
 __all__ = [
     "Tuning", "TuningError", "DecisionTable", "DEFAULT_TUNING", "TUNING_ENV", "NETWORK_ENV", "TUNING_VERSION",
     "load_tuning", "save_tuning", "tuning_from_dict", "tuning_for_comm", "default_tuning_path", "network_override",
-    "network_for", "NETWORK_AUTO",
+    "network_for", "NETWORK_AUTO", "tuning_path",
 ]
 
 TUNING_ENV = "SWING_MPI_TUNING"
@@ -248,14 +249,10 @@ def network_for(tuning: Tuning, dims: Sequence[int]) -> str:
 
 
 def network_override() -> str | None:
-    """``$SWING_MPI_NETWORK`` if set (``torus`` or ``flat``); an unknown value raises ``ValueError``."""
-    v = os.environ.get(NETWORK_ENV, "").strip().lower()
-    if not v:
-        return None
-    if v not in NETWORKS:
-        raise ValueError(f"${NETWORK_ENV}={os.environ[NETWORK_ENV]!r} is not a network kind; "
-                         f"expected one of: {', '.join(NETWORKS)}")
-    return v
+    """``$SWING_MPI_NETWORK`` if set (``torus`` or ``flat``; :data:`swing_mpi.config.rc`); a bad one raises."""
+    net: str | None = rc.checked("network")
+    assert net is None or net in NETWORKS
+    return net
 
 
 def default_tuning_path() -> Path:
@@ -312,6 +309,18 @@ def _with_override(t: Tuning) -> Tuning:
     return replace(t, network=net, source=f"{t.source}; network {net} from ${NETWORK_ENV}")
 
 
+def tuning_path() -> Path | None:
+    """Return the tuning file of this process, there or not: ``$SWING_MPI_TUNING``, else the config file.
+
+    ``None`` where ``$SWING_MPI_TUNING`` is ``default`` or ``defaults`` (the built-in constants).
+    :func:`load_tuning` reads it; ``swing-mpi calibrate`` writes it.
+    """
+    env = (rc.tuning or "").strip()
+    if env.lower() in ("default", "defaults"):
+        return None
+    return Path(env).expanduser() if env else default_tuning_path()
+
+
 def load_tuning(path: str | os.PathLike[str] | None = None) -> Tuning:
     """Return the tuning of this process (not collective; see :func:`tuning_for_comm`).
 
@@ -328,15 +337,10 @@ def load_tuning(path: str | os.PathLike[str] | None = None) -> Tuning:
     """
     if path is not None:
         return _with_override(_read(Path(path)))
-    env = os.environ.get(TUNING_ENV, "").strip()
-    if env.lower() in ("default", "defaults"):
+    candidate = tuning_path()
+    where = f"${TUNING_ENV}" if rc.tuning else "config file"
+    if candidate is None or not rc.tuning and not candidate.is_file():
         return _with_override(DEFAULT_TUNING)
-    if env:
-        candidate, where = Path(env).expanduser(), f"${TUNING_ENV}"
-    else:
-        candidate, where = default_tuning_path(), "config file"
-        if not candidate.is_file():
-            return _with_override(DEFAULT_TUNING)
     try:
         t = _read(candidate)
     except TuningError as e:
@@ -358,18 +362,22 @@ def save_tuning(tuning: Tuning, path: str | os.PathLike[str], *, extra: Mapping[
     return path
 
 
-def tuning_for_comm(comm: Any) -> Tuning:
+def tuning_for_comm(comm: Any, *, timeout: float | None = None) -> Tuning:
     """Return the tuning for a communicator, equal on all its ranks (collective).
 
     Rank 0 runs :func:`load_tuning` and broadcasts the result, so ranks on
     hosts with different files (or none) still choose the same algorithm. A
     bad ``$SWING_MPI_NETWORK`` on rank 0 raises ``ValueError`` on every rank;
-    any other failure gives a warning and the defaults.
+    any other failure gives a warning and the defaults. ``timeout``: seconds
+    the broadcast may take (:func:`swing_mpi.waiting.bounded_bcast`; None: forever).
     """
     if comm.Get_size() == 1:
         got = _load_never_raising()
     else:
-        got = comm.bcast(_load_never_raising() if comm.Get_rank() == 0 else None, root=0)
+        from .waiting import bounded_bcast
+
+        got = bounded_bcast(comm, _load_never_raising() if comm.Get_rank() == 0 else None,
+                            "the tuning's agreement", timeout)
     if isinstance(got, str):
         raise ValueError(got)
     return got

@@ -82,3 +82,12 @@ def launch(mpiexec: Path, tmp_path: Path) -> Launch:
                               text=True, timeout=timeout, cwd=tmp_path)
 
     return run
+
+
+@pytest.fixture(autouse=True)
+def _settings_from_the_environment():
+    """Read ``swing_mpi.rc`` from the environment again after each test (tests that set variables reload it)."""
+    yield
+    from swing_mpi.config import rc
+
+    rc.reload()

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..config import rc
 from ..schedule import AUTO, NATIVE
 from . import memory
 from .results import ALLREDUCE, COLLECTIVES, MIN_ITERS, Collective, add_vs_native
@@ -307,7 +308,7 @@ def resolve_dims(comm: Any, spec: str | None) -> tuple[tuple[int, ...], str]:
     if spec:
         return dims_for(comm, spec), "--dims"
     dims = dims_for(comm)
-    src = ("$SWING_MPI_DIMS" if os.environ.get("SWING_MPI_DIMS")
+    src = ("$SWING_MPI_DIMS" if rc.dims
            else ("ring of all ranks" if len(dims) == 1 else "default"))
     return tuple(dims), src
 

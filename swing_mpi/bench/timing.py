@@ -74,15 +74,20 @@ class SyncStart:
 
 
 def barrier(comm: Any) -> None:
-    """``comm.Barrier()``, but with ``SWING_MPI_WAIT=backoff`` (the lab's default) a nonblocking one waited on sleeping.
+    """``comm.Barrier()``, but a nonblocking one waited on sleeping where ``comm``'s calls wait with ``backoff``.
 
-    A rank done with its timed call then sleeps in the barrier instead of spinning in MPI's
-    progress loop beside the ranks still in theirs, on cores they need (tens of ranks to a core).
+    ``backoff`` is the wait policy of ``$SWING_MPI_WAIT=backoff`` or of a node with more ranks than
+    cores (:mod:`swing_mpi.waiting`). A rank done with its timed call then sleeps in the barrier
+    instead of spinning in MPI's progress loop beside the ranks still in theirs, on cores they need.
     """
-    from ..executor import wait_all, waits_sleeping
+    from ..config import rc
+    from ..state import find_state
+    from ..waiting import default_policy, wait_all
 
-    if waits_sleeping():
-        wait_all([comm.Ibarrier()])
+    st = find_state(comm)
+    mode = rc.wait or (st.wait_policy if st is not None else default_policy())
+    if mode == "backoff":
+        wait_all([comm.Ibarrier()], None, mode)
     else:
         comm.Barrier()
 

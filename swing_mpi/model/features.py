@@ -64,6 +64,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from ..config import rc
 from ..schedule import ALGORITHMS, build_schedule
 from ..schedule.base import REDUCE, Schedule, ranges_len
 from .cost import PARTS, analyze_schedules, part_of
@@ -148,8 +149,8 @@ def _fingerprint() -> str:
 
 def cache_file() -> Path | None:
     """Return the disk cache of this code's coefficients, or ``None`` when ``$SWING_MPI_MODEL_CACHE=off``."""
-    v = os.environ.get(CACHE_ENV, "").strip()
-    if v.lower() in ("off", "no", "0", "none"):
+    v = rc.model_cache
+    if v == "off":
         return None
     if v:
         folder = Path(v).expanduser()

@@ -1,4 +1,7 @@
-"""``SWING_MPI_TIMEOUT``: a rank that never arrives makes the others raise TimeoutError naming it."""
+"""``SWING_MPI_TIMEOUT``: a rank that never arrives makes the others raise TimeoutError naming it.
+
+On a later call (the schedule's waits) and on a communicator's first call (its set-up's waits).
+"""
 
 from __future__ import annotations
 
@@ -13,17 +16,21 @@ PROGRAM = """
     from mpi4py import MPI
     import swing_mpi
     comm = MPI.COMM_WORLD
-    algorithm, dims = sys.argv[1], sys.argv[2]
+    algorithm, dims, first, check = sys.argv[1], sys.argv[2], sys.argv[3] == "first", sys.argv[3] == "check"
+    algorithm = None if algorithm == "default" else algorithm
     x = np.ones(1000)
     y = np.empty(1000)
-    swing_mpi.allreduce(comm, x, y, algorithm=algorithm, dims=dims)    # all ranks: fine
-    assert (y == comm.size).all()
+    if first:
+        comm = comm.Dup()        # a communicator nobody has used with swing_mpi yet
+    else:
+        swing_mpi.allreduce(comm, x, y, algorithm=algorithm, dims=dims)    # all ranks: fine
+        assert (y == comm.size).all()
     comm.Barrier()
     if comm.rank == 1:
         time.sleep(60)           # never arrives (the abort below ends it)
     t0 = time.monotonic()
     try:
-        swing_mpi.allreduce(comm, x, y, algorithm=algorithm, dims=dims)
+        swing_mpi.allreduce(comm, x, y, algorithm=algorithm, dims=dims, check=check)
     except TimeoutError as e:
         line = f"rank {comm.rank} TimeoutError after {time.monotonic() - t0:.2f} s: {e}"
         with open(f"timeout-rank{comm.rank}.txt", "w") as f:  # a file: the launcher may drop output on Abort
@@ -40,7 +47,7 @@ PROGRAM = """
 @pytest.mark.parametrize(("n", "algorithm", "dims"), [(2, "swing-lat", "2"), (4, "swing-bw", "2x2")])
 def test_a_missing_rank_raises_timeout_error_naming_it(launch, tmp_path, n, algorithm, dims):
     t0 = time.monotonic()
-    r = launch(PROGRAM, n, algorithm, dims, env={"SWING_MPI_TIMEOUT": "2"}, timeout=100)
+    r = launch(PROGRAM, n, algorithm, dims, "later", env={"SWING_MPI_TIMEOUT": "2"}, timeout=100)
     elapsed = time.monotonic() - t0
     assert r.returncode != 0, r.stdout
     assert "returned without the missing rank" not in r.stdout, r.stdout
@@ -58,6 +65,38 @@ def test_a_missing_rank_raises_timeout_error_naming_it(launch, tmp_path, n, algo
     else:
         assert any("waiting for rank 1 " in m for _, _, m in got), r.stdout
     assert elapsed < 40, f"the job took {elapsed:.0f} s to end after the abort"
+
+
+@pytest.mark.parametrize(("n", "algorithm", "dims"), [(2, "default", "2"), (3, "swing-lat", "3"),
+                                                      (4, "swing-bw", "2x2")])
+def test_a_rank_missing_from_the_first_call_is_named_too(launch, tmp_path, n, algorithm, dims):
+    """The set-up of a communicator's first call waits within the timeout, and names who did not come."""
+    t0 = time.monotonic()
+    r = launch(PROGRAM, n, algorithm, dims, "first", env={"SWING_MPI_TIMEOUT": "2"}, timeout=100)
+    elapsed = time.monotonic() - t0
+    assert r.returncode != 0, r.stdout
+    assert "returned without the missing rank" not in r.stdout, r.stdout
+    reports = "".join(f.read_text() for f in sorted(tmp_path.glob("timeout-rank*.txt")))
+    got = re.findall(r"rank (\d+) TimeoutError after ([\d.]+) s: (.*)", reports)
+    assert got, r.stdout
+    for rank, seconds, message in got:
+        assert rank != "1"
+        assert 2.0 <= float(seconds) < 4.0, (seconds, message)  # within the timeout + 2 s
+        assert "the first call on this communicator" in message, message
+        assert re.search(r"waiting for (rank \d+, )*rank 1\b", message), message
+        assert "SWING_MPI_TIMEOUT" in message and "Abort" in message
+    assert elapsed < 40, f"the job took {elapsed:.0f} s to end after the abort"
+
+
+def test_the_mismatch_check_of_a_later_call_waits_within_the_timeout(launch, tmp_path):
+    r = launch(PROGRAM, 3, "swing-lat", "3", "check", env={"SWING_MPI_TIMEOUT": "2"}, timeout=100)
+    assert r.returncode != 0, r.stdout
+    reports = "".join(f.read_text() for f in sorted(tmp_path.glob("timeout-rank*.txt")))
+    got = re.findall(r"rank (\d+) TimeoutError after ([\d.]+) s: (.*)", reports)
+    assert got, r.stdout
+    for rank, seconds, message in got:
+        assert rank != "1" and 2.0 <= float(seconds) < 4.0, (rank, seconds, message)
+        assert "the mismatch check of allreduce" in message and re.search(r"waiting for (rank \d+, )*rank 1\b", message)
 
 
 def test_bad_timeout_value_is_an_error(launch):

@@ -374,9 +374,9 @@ def test_dlpack_only_objects_go_to_the_mpi_library():
 def test_environment_variables_choose(monkeypatch):
     # the variables are read at import (tests/unit/test_environment.py launches jobs with them
     # set); here the values read are replaced
-    from swing_mpi import api, state
-    monkeypatch.setattr(state, "ENV_ALGORITHM", "recdoub")
+    from swing_mpi import api, rc
+    monkeypatch.setattr(rc, "algorithm", "recdoub")
     assert api.resolve(None, P, 8, MPI.SUM, MPI.DOUBLE) == "recdoub"
-    monkeypatch.setattr(state, "ENV_ALGORITHM", "bogus")
+    monkeypatch.setattr(rc, "algorithm", "bogus")
     with pytest.raises(ValueError, match="unknown algorithm"):
         swing_mpi.allreduce(WORLD, np.ones(3), np.ones(3))

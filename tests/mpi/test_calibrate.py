@@ -11,6 +11,8 @@ import math
 import numpy as np
 import pytest
 
+from swing_mpi import config
+
 pytestmark = pytest.mark.mpi
 
 
@@ -54,6 +56,7 @@ def test_calibrate_writes_a_decision_table_that_auto_uses(mpi_tmp_path, capsys, 
     assert _all_equal(comm, t)
     # auto on a new communicator reads the file (rank 0) and decides from the table, alike on every rank
     monkeypatch.setenv("SWING_MPI_TUNING", str(out))
+    config.rc.reload()
     dup = comm.Dup()
     try:
         tuning = comm_state(dup).tuning
@@ -102,6 +105,7 @@ def test_bad_arguments_fail_on_every_rank(capsys, monkeypatch):
     assert calibrate.main(["--sizes", "8", "--algorithms", "nope"]) == 2
     assert calibrate.main(["--sizes", "8", "--settle", "-1"]) == 2
     monkeypatch.setenv("SWING_MPI_NETWORK", "hypercube")
+    config.rc.reload()
     assert calibrate.main(["--sizes", "8"]) == 2
 
 
@@ -134,7 +138,8 @@ def test_close_contenders_get_rounds_of_their_own():
     """
     from mpi4py import MPI
 
-    from swing_mpi.calibrate import CONFIRM_WITHIN, CONTEND_MARGIN, measure, series_for, table_groups
+    from swing_mpi.calibrate import CONFIRM_WITHIN, measure, series_for, table_groups
+    from swing_mpi.choose import CLOSE_FACTOR
 
     comm = MPI.COMM_WORLD
     p = comm.Get_size()
@@ -151,12 +156,12 @@ def test_close_contenders_get_rounds_of_their_own():
         confirm = set()
         for g in groups:
             lead = min(first[k] for k in g)
-            confirm.update(k for k in g if lead * (1 + CONTEND_MARGIN) < first[k] <= lead * CONFIRM_WITHIN)
+            confirm.update(k for k in g if lead * CLOSE_FACTOR < first[k] <= lead * CONFIRM_WITHIN)
         basis = {k: min(v[:2]) if k in confirm else v[0] for k, v in rounds.items()}
         racing = set()
         for g in groups:
             lead = min(basis[k] for k in g)
-            close = [k for k in g if basis[k] <= lead * (1 + CONTEND_MARGIN)]
+            close = [k for k in g if basis[k] <= lead * CLOSE_FACTOR]
             if len(close) > 1:
                 racing.update(close)
         for k, v in rounds.items():
@@ -176,12 +181,13 @@ def test_a_candidate_is_dropped_on_two_calls_and_its_best_one(monkeypatch):
     from mpi4py import MPI
 
     import swing_mpi.calibrate as cal
+    import swing_mpi.calibrate.measuring  # noqa: F401 (cal.measuring)
 
     comm = MPI.COMM_WORLD
     p = comm.Get_size()
-    monkeypatch.setattr(cal, "beaten", lambda before, now, **kw: now[0] > 1.0)
+    monkeypatch.setattr(cal.measuring, "beaten", lambda before, now, **kw: now[0] > 1.0)
     # no second calls before the races (to_confirm): those would move the medians the drop judges against
-    monkeypatch.setattr(cal, "to_confirm", lambda groups, samples, **kw: [])
+    monkeypatch.setattr(cal.measuring, "to_confirm", lambda groups, samples, **kw: [])
     series = cal.series_for((p,), native=True, algorithms=["ring", "recdoub", "swing-bw"])
     m = cal.measure(comm, [4096, 64 << 10], series, dims=(p,), iters=1, warmup=1, point_time=1e-9,
                     contend_time=0.0, contend_floor=0.0, progress=False)
@@ -218,8 +224,10 @@ def test_tuning_for_comm_equal_on_all_ranks(mpi_tmp_path, monkeypatch):
     bad.write_text("{broken")
     comm.Barrier()
     monkeypatch.setenv("SWING_MPI_TUNING", str(good if rank == 0 else bad))
+    config.rc.reload()
     if rank:
         monkeypatch.setenv("SWING_MPI_NETWORK", "flat")
+        config.rc.reload()
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         t = tuning_for_comm(comm)
@@ -231,7 +239,9 @@ def test_tuning_for_comm_equal_on_all_ranks(mpi_tmp_path, monkeypatch):
     try:
         if rank % 2:
             monkeypatch.setenv("SWING_MPI_TUNING", "default")
+            config.rc.reload()
             monkeypatch.delenv("SWING_MPI_NETWORK")
+            config.rc.reload()
         ts = tuning_for_comm(sub)
         assert ts == (t if rank % 2 == 0 else DEFAULT_TUNING)
         assert _all_equal(sub, ts)
@@ -249,8 +259,10 @@ def test_bad_network_on_rank_0_raises_on_every_rank(monkeypatch):
     comm = MPI.COMM_WORLD
     if comm.Get_rank() == 0:
         monkeypatch.setenv("SWING_MPI_NETWORK", "bus")
+        config.rc.reload()
     else:
         monkeypatch.delenv("SWING_MPI_NETWORK", raising=False)
+        config.rc.reload()
     with pytest.raises(ValueError, match="expected one of: torus, flat"):
         tuning_for_comm(comm)
     comm.Barrier()

@@ -20,6 +20,7 @@ from mpi4py import MPI
 
 import swing_mpi.executor as executor
 from swing_mpi import ALGORITHMS
+from swing_mpi.config import rc
 from swing_mpi.schedule import build_schedule
 from swing_mpi.schedule.halves import ALL_GATHER, REDUCE_SCATTER, build_half
 
@@ -48,12 +49,12 @@ def _valid(algorithm: str, dims: tuple[int, ...]) -> bool:
 
 
 def _plan(schedule, types: bool, dtype=MPI.INT64_T, op=MPI.SUM):
-    old = executor._TYPES
-    executor._TYPES = types
+    old = rc.datatypes
+    rc.datatypes = types
     try:
         return executor.Plan(WORLD, schedule, dtype, op)
     finally:
-        executor._TYPES = old
+        rc.datatypes = old
 
 
 def _inputs(count: int) -> np.ndarray:

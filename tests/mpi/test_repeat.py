@@ -12,7 +12,7 @@ import pytest
 from mpi4py import MPI
 
 import swing_mpi
-from swing_mpi import api, repeat
+from swing_mpi import pipeline, repeat
 
 pytestmark = pytest.mark.mpi
 
@@ -40,13 +40,13 @@ def slow_calls(monkeypatch):
     """Count the calls that took the full (checking) path (no shape remembered from earlier tests)."""
     repeat.NATIVE_SHAPES.clear()
     n = [0]
-    orig = api.check_args
+    orig = pipeline.call_args
 
-    def counting(*a):
-        n[0] += 1
-        return orig(*a)
+    def counting(operation, *a):
+        n[0] += operation == "allreduce"
+        return orig(operation, *a)
 
-    monkeypatch.setattr(api, "check_args", counting)
+    monkeypatch.setattr(pipeline, "call_args", counting)
     return n
 
 
@@ -381,20 +381,14 @@ def test_native_shapes_hold_no_array_alive_and_stay_bounded():
 
 @pytest.mark.parametrize("in_place", [False, True])
 def test_reduce_scatter_block_and_allgather_on_new_arrays(in_place, monkeypatch):
-    from swing_mpi import collectives
     full = {"rs": 0, "ag": 0}
-    rs, ag = collectives._rs_validate, collectives._ag_validate
+    orig = pipeline.call_args
 
-    def count_rs(*a):
-        full["rs"] += 1
-        return rs(*a)
+    def counting(operation, *a):
+        full["rs" if operation == "reduce_scatter_block" else "ag"] += 1
+        return orig(operation, *a)
 
-    def count_ag(*a):
-        full["ag"] += 1
-        return ag(*a)
-
-    monkeypatch.setattr(collectives, "_rs_validate", count_rs)
-    monkeypatch.setattr(collectives, "_ag_validate", count_ag)
+    monkeypatch.setattr(pipeline, "call_args", counting)
     repeat.NATIVE_SHAPES.clear()
     for it in range(5):
         x = (np.arange(3 * P, dtype=np.int64) + 1) * (R + 1) + it  # new arrays every call

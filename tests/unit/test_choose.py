@@ -13,6 +13,7 @@ import pytest
 
 from swing_mpi import choose as chooser
 from swing_mpi.choose import candidates, choose, choose_collective, explain
+from swing_mpi.config import rc
 from swing_mpi.model.features import NETWORKS, coefficients, lower_bound, probe_counts
 from swing_mpi.schedule import ALGORITHMS, HALVES, NATIVE, AlgorithmInfo
 from swing_mpi.tuning import (
@@ -45,12 +46,15 @@ def _table(dims=(4, 4), exact=False, sizes=(1024, 4096), **times):
 def _model_cache(monkeypatch, tmp_path_factory):
     """Keep the model's disk cache of these tests out of the user's ~/.cache."""
     monkeypatch.setenv("SWING_MPI_MODEL_CACHE", str(tmp_path_factory.getbasetemp() / "model-cache"))
+    rc.reload()
 
 
 @pytest.fixture
 def clean_env(monkeypatch, tmp_path):
     monkeypatch.delenv("SWING_MPI_TUNING", raising=False)
+    rc.reload()
     monkeypatch.delenv("SWING_MPI_NETWORK", raising=False)
+    rc.reload()
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     return tmp_path
@@ -94,7 +98,7 @@ def test_a_new_registry_entry_becomes_a_candidate(monkeypatch):
     _fake_builder_module(monkeypatch)
     monkeypatch.setitem(ALGORITHMS, "evenring", AlgorithmInfo("evenring", "c2_fake_schedules:build_even_only",
                                                               True, "bandwidth", "a ring on even p only"))
-    chooser._decide.cache_clear()
+    chooser.cache_clear()
     try:
         assert "evenring" in candidates((4, 4), exact=False, commutative=True)
         assert "evenring" not in candidates((5, 3), exact=False, commutative=True)  # its builder refuses 15
@@ -105,7 +109,7 @@ def test_a_new_registry_entry_becomes_a_candidate(monkeypatch):
         assert coefficients("evenring", (4, 4), exact=False, network="torus").moved == pytest.approx(
             coefficients("ring", (4, 4), exact=False, network="torus").moved)
     finally:
-        chooser._decide.cache_clear()
+        chooser.cache_clear()
 
 
 # -- measured tables ------------------------------------------------------------------------
@@ -243,6 +247,7 @@ def test_coefficients_come_back_from_the_disk_cache(monkeypatch, tmp_path):
     from swing_mpi.model import features
 
     monkeypatch.setenv("SWING_MPI_MODEL_CACHE", str(tmp_path))
+    rc.reload()
     features.clear_caches()
     want = {n: coefficients("bucket", (2, 6), exact=False, network=n) for n in NETWORKS}
     path = features.cache_file()
@@ -258,8 +263,10 @@ def test_coefficients_come_back_from_the_disk_cache(monkeypatch, tmp_path):
     path.write_text("{not json")  # a broken cache is ignored and rebuilt
     monkeypatch.undo()
     monkeypatch.setenv("SWING_MPI_MODEL_CACHE", str(tmp_path))
+    rc.reload()
     assert coefficients("bucket", (2, 6), exact=False, network="torus") == want["torus"]
     monkeypatch.setenv("SWING_MPI_MODEL_CACHE", "off")
+    rc.reload()
     assert features.cache_file() is None
     features.clear_caches()
     assert coefficients("bucket", (2, 6), exact=False, network="flat") == want["flat"]
@@ -296,7 +303,7 @@ def test_choice_depends_only_on_its_arguments():
     for network in NETWORKS:
         t = replace(MODEL, network=network)
         a = [_pick(d, n, tuning=t) for d in SHAPES for n in SIZES]
-        chooser._decide.cache_clear()
+        chooser.cache_clear()
         assert a == [_pick(d, n, tuning=replace(t, source="elsewhere")) for d in SHAPES for n in SIZES]
     assert choose(16, [4, 4], 1024, 8, exact=True, commutative=True) == \
         choose(np.int64(16), (np.int64(4), 4), np.int64(1024), 8, exact=np.bool_(True), commutative=1)
@@ -338,10 +345,12 @@ def test_network_from_file_and_version_1(clean_env):
 def test_network_env_override(clean_env, monkeypatch):
     p = _write(clean_env / "t.json", {"alpha": 1e-5, "beta": 1e-9, "gamma": 0, "network": "flat"})
     monkeypatch.setenv("SWING_MPI_NETWORK", "torus")
+    rc.reload()
     assert load_tuning(p).network == "torus"
     assert load_tuning().network == "torus"
     assert "SWING_MPI_NETWORK" in load_tuning().source
     monkeypatch.setenv("SWING_MPI_NETWORK", "dragonfly")
+    rc.reload()
     with pytest.raises(ValueError, match="expected one of: torus, flat"):
         load_tuning()
 
@@ -362,10 +371,12 @@ class _FakeComm:
 
 def test_tuning_for_comm_bad_network_fails_on_every_rank(clean_env, monkeypatch):
     monkeypatch.setenv("SWING_MPI_NETWORK", "mesh")
+    rc.reload()
     with pytest.raises(ValueError, match="torus, flat"):
         tuning_for_comm(_FakeComm(2, 0))
     msg = "$SWING_MPI_NETWORK='mesh' is not a network kind; expected one of: torus, flat"
     monkeypatch.setenv("SWING_MPI_NETWORK", "torus")  # a non-root rank's own environment does not count
+    rc.reload()
     with pytest.raises(ValueError, match="torus, flat"):
         tuning_for_comm(_FakeComm(2, 1, root_value=msg))
     assert tuning_for_comm(_FakeComm(2, 1, root_value=MODEL)) is MODEL
@@ -391,9 +402,11 @@ def test_broken_files_warn_and_give_the_defaults(clean_env, monkeypatch, content
     with pytest.raises(TuningError, match=message):
         load_tuning(p)
     monkeypatch.setenv("SWING_MPI_TUNING", str(p))
+    rc.reload()
     with pytest.warns(RuntimeWarning, match="SWING_MPI_TUNING"):
         assert load_tuning() is DEFAULT_TUNING
     monkeypatch.delenv("SWING_MPI_TUNING")
+    rc.reload()
     _write(clean_env / "config" / "swing_mpi" / "tuning.json", content)
     with pytest.warns(RuntimeWarning, match="config file"):
         assert load_tuning() is DEFAULT_TUNING
@@ -434,6 +447,7 @@ def test_choose_command_errors(clean_env, capsys, monkeypatch):
     assert main(["choose", "--dims", "3x4", "--size", "lots"]) == 2
     assert "cannot parse size" in capsys.readouterr().err
     monkeypatch.setenv("SWING_MPI_NETWORK", "fat-tree")
+    rc.reload()
     assert main(["choose", "--dims", "3x4", "--size", "4M"]) == 2
     assert "expected one of: torus, flat" in capsys.readouterr().err
 
@@ -474,7 +488,7 @@ def test_calibrate_narrows_the_contenders_to_the_leaders_rivals():
 
 
 def test_one_slow_call_does_not_keep_a_candidate_out_of_the_race():
-    from swing_mpi.calibrate import contenders, race_basis, to_confirm
+    from swing_mpi.calibrate import race_basis, race_groups, to_confirm
 
     # Open MPI, 16 ranks, 16 MiB, one round each (ms): swing-bw-1port's one call was slow
     samples = [[76.5], [150.4], [98.0], [189.6], [90.0]]
@@ -486,7 +500,7 @@ def test_one_slow_call_does_not_keep_a_candidate_out_of_the_race():
     basis = race_basis(samples)
     assert basis[:3] == [76.5, 64.0, 98.0]  # the best of fewer than three calls, else the median
     assert race_basis([[5.0, 1.0, 3.0, 4.0]]) == [3.5] and race_basis([[]]) == [float("inf")]
-    assert contenders([[0, 1, 2, 3, 4]], basis) == [[0, 1]]  # 76.5 is within 25 % of 64; 90 is not
+    assert race_groups([[0, 1, 2, 3, 4]], basis) == [[0, 1]]  # 76.5 is within 25 % of 64; 90 is not
     assert to_confirm([[0, 1, 2, 3, 4]], samples) == [4]  # timed once, 1.41x the new leader: once more
     assert to_confirm([[0, 1]], [[10.0, 10.0], [30.0]]) == []  # over 2x: beaten, not unlucky
 
@@ -494,7 +508,7 @@ def test_one_slow_call_does_not_keep_a_candidate_out_of_the_race():
 def test_calibrate_round_starts_every_call_from_a_barrier_settling_ones_too(monkeypatch):
     # settling calls back to back (ranks presumably skewed) slowed the timed call after them by an amount
     # that depends on the algorithm (Open MPI, 16 ranks, 16 MiB: ours 78 -> 88 ms, MPI_Allreduce 85 -> 87)
-    from swing_mpi.calibrate import _round
+    from swing_mpi.calibrate import timed_round
 
     monkeypatch.delenv("SWING_MPI_WAIT", raising=False)
     log: list[str] = []
@@ -508,13 +522,13 @@ def test_calibrate_round_starts_every_call_from_a_barrier_settling_ones_too(monk
 
     calls = [lambda c=c: log.append(c) for c in "abc"]
     samples: list[list[float]] = [[], [], []]
-    spent = _round(OneRank(), calls, [2, 0, 1], samples, [2, 0, 1])  # settle: a 2, b none, c 1
+    spent = timed_round(OneRank(), calls, [2, 0, 1], samples, [2, 0, 1])  # settle: a 2, b none, c 1
     assert "".join(log) == "|c|c" + "|a|a|a" + "|b"
     assert [len(x) for x in samples] == [1, 1, 1] and spent >= sum(x[0] for x in samples)
 
 
 def test_contenders_race_within_each_decision_table():
-    from swing_mpi.calibrate import contenders, series_for, table_groups
+    from swing_mpi.calibrate import race_groups, series_for, table_groups
 
     run = series_for((8, 8))
     names = [s.name for s in run]
@@ -531,10 +545,10 @@ def test_contenders_race_within_each_decision_table():
     ms = {"swing-lat/int64": 57.0, "rabenseifner/float64": 82.0, "recdoub/float64": 85.9, "native/float64": 107.9,
           "swing-bw-1port/float64": 94.4, "swing-lat/float64": 1492.3}
     first = [ms.get(n, 500.0) for n in names]
-    f_race, e_race = contenders([inexact, exact], first)
+    f_race, e_race = race_groups([inexact, exact], first)
     assert {names[j] for j in f_race} == {"rabenseifner/float64", "recdoub/float64", "swing-bw-1port/float64"}
     assert {names[j] for j in e_race} == {"swing-lat/int64"}  # alone: no rounds needed there
-    assert {names[j] for j in contenders([inexact, exact], first, margin=0.35)[0]} >= {"native/float64"}
+    assert {names[j] for j in race_groups([inexact, exact], first, close=1.35)[0]} >= {"native/float64"}
 
 
 @pytest.mark.parametrize("network", NETWORKS)
@@ -600,15 +614,16 @@ def test_choose_command_lists_a_candidate_too_large_to_route(clean_env, capsys, 
     real = features.coefficients
 
     def refuse_ring(a, dims, **kw):
-        if a == "ring" and kw.get("network") == "torus":
+        if a == "swing-bw" and kw.get("network") == "torus":  # the model's first pick here
             raise ValueError("no symmetry found on 4x4: too many rank-steps")
         return real(a, dims, **kw)
 
     monkeypatch.setattr(chooser, "coefficients", refuse_ring)
-    assert main(["choose", "--dims", "4x4", "--size", "16MiB", "--json"]) == 0
-    by = {c["algorithm"]: c for c in json.loads(capsys.readouterr().out)["candidates"]}
-    assert by["ring"]["seconds"] is None and "not priced" in by["ring"]["detail"]
-    assert by["bucket"]["seconds"] > 0
-    assert main(["choose", "--dims", "4x4", "--size", "16MiB"]) == 0
-    line = [x for x in capsys.readouterr().out.splitlines() if x.startswith("ring")]
+    assert main(["choose", "--dims", "4x4", "--size", "16MiB", "--json", "--network", "torus"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    by = {c["algorithm"]: c for c in out["candidates"]}
+    assert by["swing-bw"]["seconds"] is None and "not priced" in by["swing-bw"]["detail"]
+    assert out["pick"] != "swing-bw" and by[out["pick"]]["seconds"] > 0  # the next best was routed instead
+    assert main(["choose", "--dims", "4x4", "--size", "16MiB", "--network", "torus"]) == 0
+    line = [x for x in capsys.readouterr().out.splitlines() if x.startswith("swing-bw ")]
     assert len(line) == 1 and "too many rank-steps" in line[0]

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from swing_mpi.blocks import split, split_range
+from swing_mpi.config import rc
 from swing_mpi.schedule import ALGORITHMS, build_schedule
 from swing_mpi.schedule.hamiltonian import hamiltonian_cycles, search_is_hopeless
 from swing_mpi.simulate import simulate
@@ -209,6 +210,7 @@ def test_large_torus_is_priced_at_once(monkeypatch):
     from swing_mpi.model import features
 
     monkeypatch.setenv(features.CACHE_ENV, "off")
+    rc.reload()
     features.clear_caches()
     t0 = time.perf_counter()
     c = features.coefficients("hamiltonian", (64, 64), exact=False, network="torus")

@@ -1,0 +1,212 @@
+"""Run-time configuration: every ``SWING_MPI_*`` variable, parsed and checked in one place.
+
+:data:`rc` holds them as typed attributes, in the style of ``mpi4py.rc``. They are read once,
+when ``swing_mpi`` is imported (as MPI libraries read theirs at ``MPI_Init``); a program or test
+that sets variables later calls :meth:`Config.reload`, or assigns an attribute (``swing_mpi.rc.timeout
+= 30``; the value is checked as the variable's text would be). Modules read :data:`rc` where they use
+a value, or when they build something that keeps it (a plan keeps ``timeout`` and ``datatypes``; a
+communicator's state keeps the wait policy and the tuning), so a change reaches the next such object.
+
+A bad value raises ``ValueError`` naming the variable and what it accepts, at import, except for
+``SWING_MPI_NETWORK`` and ``SWING_MPI_TRIAL``: rank 0's values count on every rank, so those
+raise where they are used (on rank 0, and from there on every rank). No MPI is imported here.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Mapping
+from typing import Any
+
+__all__ = ["Config", "rc", "VARIABLES", "WAITS", "NETWORKS", "ON", "OFF", "parse_timeout", "parse_sleep_us",
+           "parse_wait", "parse_switch", "parse_network"]
+
+WAITS = ("yield", "spin", "backoff")
+"""Wait policies (:mod:`swing_mpi.waiting`); ``auto`` (or unset) picks one per communicator."""
+NETWORKS = ("torus", "flat")
+"""Network kinds the cost model knows (``$SWING_MPI_NETWORK``)."""
+ON = ("on", "1", "yes", "true")
+OFF = ("off", "0", "no", "false")
+
+
+def parse_switch(name: str, text: str | None, default: bool) -> bool:
+    """Return an on/off variable's value (``default`` if unset or empty)."""
+    v = (text or "").strip().lower()
+    if not v:
+        return default
+    if v in ON:
+        return True
+    if v in OFF:
+        return False
+    raise ValueError(f"${name}={text!r} is not understood; expected one of: {', '.join(ON + OFF)}")
+
+
+def parse_timeout(text: str | None) -> float | None:
+    """Return the seconds in ``$SWING_MPI_TIMEOUT`` (None: off, also for ``""``, ``0`` or ``off``)."""
+    text = (text or "").strip().lower()
+    if text in ("", "0", "off", "none", "no"):
+        return None
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise ValueError(f"SWING_MPI_TIMEOUT={text!r}: expected seconds, e.g. 30 or 0.5") from None
+    if seconds == 0:
+        return None
+    if not 0 < seconds < math.inf:
+        raise ValueError(f"SWING_MPI_TIMEOUT={text!r}: expected a positive number of seconds")
+    return seconds
+
+
+def parse_wait(text: str | None) -> str | None:
+    """Return ``$SWING_MPI_WAIT``: one of :data:`WAITS`, or None (unset, empty or ``auto``: chosen per communicator)."""
+    mode = (text or "").strip()
+    if mode in ("", "auto"):
+        return None
+    if mode not in WAITS:
+        raise ValueError(f"SWING_MPI_WAIT={mode!r}: expected one of auto, {', '.join(WAITS)}")
+    return mode
+
+
+def parse_sleep_us(text: str | None) -> float:
+    """Return ``$SWING_MPI_SLEEP_US`` (µs slept between idle polls; 0 or unset: none)."""
+    if text is None or not text.strip():
+        return 0.0
+    try:
+        us = float(text)
+    except ValueError:
+        us = -1.0
+    if not 0 <= us < math.inf:  # also NaN
+        raise ValueError(f"SWING_MPI_SLEEP_US={text!r}: expected microseconds >= 0")
+    return us
+
+
+def parse_network(text: str | None) -> str | None:
+    """Return ``$SWING_MPI_NETWORK`` (None if unset), one of :data:`NETWORKS`."""
+    v = (text or "").strip().lower()
+    if not v:
+        return None
+    if v not in NETWORKS:
+        raise ValueError(f"$SWING_MPI_NETWORK={text!r} is not a network kind; expected one of: {', '.join(NETWORKS)}")
+    return v
+
+
+def _text(text: str | None) -> str | None:
+    return (text or "").strip() or None
+
+
+def _model_cache(text: str | None) -> str | None:
+    v = _text(text)
+    return "off" if v is not None and v.lower() in ("off", "no", "0", "none") else v
+
+
+# variable, attribute, parser of the text, errors deferred to the use (rank 0's value counts)
+_SPEC: tuple[tuple[str, str, Callable[[str | None], Any], bool], ...] = (
+    ("SWING_MPI_ALGORITHM", "algorithm", _text, False),
+    ("SWING_MPI_DIMS", "dims", _text, False),
+    ("SWING_MPI_CHECK", "check", lambda t: parse_switch("SWING_MPI_CHECK", t, False), False),
+    ("SWING_MPI_TIMEOUT", "timeout", parse_timeout, False),
+    ("SWING_MPI_WAIT", "wait", parse_wait, False),
+    ("SWING_MPI_SLEEP_US", "sleep_us", parse_sleep_us, False),
+    ("SWING_MPI_DATATYPES", "datatypes", lambda t: parse_switch("SWING_MPI_DATATYPES", t, True), False),
+    ("SWING_MPI_TUNING", "tuning", _text, False),
+    ("SWING_MPI_NETWORK", "network", parse_network, True),
+    ("SWING_MPI_TRIAL", "trial", lambda t: parse_switch("SWING_MPI_TRIAL", t, True), True),
+    ("SWING_MPI_MODEL_CACHE", "model_cache", _model_cache, False),
+)
+VARIABLES: dict[str, str] = {var: attr for var, attr, _, _ in _SPEC}
+"""Variable -> attribute of :class:`Config`."""
+_PARSERS = {attr: (var, parse, deferred) for var, attr, parse, deferred in _SPEC}
+
+
+class Config:
+    """The values of the ``SWING_MPI_*`` variables (see docs/api.md for each one's meaning).
+
+    Attributes:
+        algorithm: default algorithm of a call (None: ``auto``).
+        dims: default torus dims, as text (``"4x4"``; None: the communicator's topology or a ring).
+        check: compare every collective's arguments across ranks by default.
+        timeout: seconds a wait may see no progress before ``TimeoutError`` (None: forever).
+        wait: ``yield``, ``spin`` or ``backoff``; None: chosen per communicator (:mod:`swing_mpi.waiting`).
+        sleep_us: µs slept between idle polls of the ``yield`` policy (0: ``sched_yield`` only).
+        datatypes: send several ranges as one MPI datatype (False: pack them with numpy).
+        tuning: the tuning file, or ``default`` (None: the config file, else the built-in constants).
+        network: ``torus`` or ``flat``, overriding the tuning's network kind (None: keep it).
+        trial: ``auto`` tries close contenders on a size's first calls.
+        model_cache: folder of the model's coefficient cache, ``off``, or None (the user cache folder).
+    """
+
+    algorithm: str | None
+    dims: str | None
+    check: bool
+    timeout: float | None
+    wait: str | None
+    sleep_us: float
+    datatypes: bool
+    tuning: str | None
+    network: str | None
+    trial: bool
+    model_cache: str | None
+    _problems: dict[str, str]
+
+    def __init__(self, environ: Mapping[str, str] | None = None) -> None:
+        """Read every variable from ``environ`` (default ``os.environ``)."""
+        object.__setattr__(self, "_problems", {})
+        self.reload(environ)
+
+    def reload(self, environ: Mapping[str, str] | None = None) -> None:
+        """Read every variable again from ``environ`` (default ``os.environ``); a bad value raises ``ValueError``."""
+        env = os.environ if environ is None else environ
+        problems: dict[str, str] = {}
+        values: dict[str, Any] = {}
+        for var, attr, parse, deferred in _SPEC:
+            try:
+                values[attr] = parse(env.get(var))
+            except ValueError as e:
+                if not deferred:
+                    raise
+                problems[attr] = str(e)
+                values[attr] = None
+        for attr, value in values.items():
+            object.__setattr__(self, attr, value)
+        object.__setattr__(self, "_problems", problems)
+
+    def problem(self, attr: str) -> str | None:
+        """Return why the variable of ``attr`` was not understood (None: it was)."""
+        return self._problems.get(attr)
+
+    def checked(self, attr: str) -> Any:
+        """Return ``attr``'s value; raise ``ValueError`` if its variable was not understood (the deferred ones)."""
+        problem = self._problems.get(attr)
+        if problem is not None:
+            raise ValueError(problem)
+        return getattr(self, attr)
+
+    def __setattr__(self, attr: str, value: Any) -> None:
+        """Set an attribute as its variable would: text is parsed, other values are checked by type."""
+        if attr not in _PARSERS:
+            raise AttributeError(f"swing_mpi.rc has no setting {attr!r}; known: {', '.join(_PARSERS)}")
+        _, parse, _ = _PARSERS[attr]
+        if isinstance(value, str) or value is None:
+            value = parse(value)
+        elif isinstance(value, bool) and attr in ("check", "datatypes", "trial"):
+            pass
+        elif isinstance(value, (int, float)) and not isinstance(value, bool) and attr in ("timeout", "sleep_us"):
+            value = parse(repr(float(value)))
+        else:
+            raise TypeError(f"swing_mpi.rc.{attr}: {type(value).__name__} is not accepted")
+        object.__setattr__(self, attr, value)
+        self._problems.pop(attr, None)
+
+    def __call__(self, **settings: Any) -> None:
+        """Set several attributes at once (``rc(timeout=30, wait="spin")``)."""
+        for attr, value in settings.items():
+            setattr(self, attr, value)
+
+    def __repr__(self) -> str:
+        """Show every setting."""
+        return "Config(" + ", ".join(f"{a}={getattr(self, a)!r}" for a in _PARSERS) + ")"
+
+
+rc = Config()
+"""The settings of this process, read from the environment when ``swing_mpi`` is imported."""

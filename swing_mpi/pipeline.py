@@ -1,0 +1,242 @@
+"""The one path of every collective call: checked arguments -> decision -> plan (cached) -> run.
+
+Allreduce, reduce-scatter and all-gather, blocking, nonblocking and persistent, all go through
+:func:`call`; the mode only says how the run is driven (now, or by the :class:`~swing_mpi.request.Request`
+it returns). :mod:`swing_mpi.api` and :mod:`swing_mpi.collectives` are front-ends that name the
+collective and pass the user's arguments on. With the mismatch check on, the call compares its
+arguments and decision across ranks (:func:`swing_mpi.guard.verify`) before any data moves.
+"""
+
+from __future__ import annotations
+
+from time import perf_counter
+from typing import Any
+
+import numpy as np
+from mpi4py import MPI
+
+from . import guard, online
+from .buffers import Args, DeviceBuffer, call_args, is_in_place
+from .choose import Decision, decide, supports
+from .config import rc
+from .executor import Plan
+from .repeat import remember, remember_native
+from .request import Request
+from .schedule import AUTO, NATIVE, build_schedule
+from .schedule.halves import ALL_GATHER, REDUCE_SCATTER, build_half
+from .state import CommState, comm_state, dims_for
+
+__all__ = ["call", "decision_for", "trial_of", "BLOCKING", "NONBLOCKING", "PERSISTENT", "NATIVE_CALLS"]
+
+BLOCKING, NONBLOCKING, PERSISTENT = 0, 1, 2
+
+NATIVE_CALLS: dict[str, tuple[Any, Any, Any]] = {
+    "allreduce": (MPI.Intracomm.Allreduce, MPI.Intracomm.Iallreduce, MPI.Intracomm.Allreduce_init),
+    "reduce_scatter_block": (MPI.Intracomm.Reduce_scatter_block, MPI.Intracomm.Ireduce_scatter_block,
+                             MPI.Intracomm.Reduce_scatter_block_init),
+    "reduce_scatter": (MPI.Intracomm.Reduce_scatter, MPI.Intracomm.Ireduce_scatter,
+                       MPI.Intracomm.Reduce_scatter_init),
+    "allgather": (MPI.Intracomm.Allgather, MPI.Intracomm.Iallgather, MPI.Intracomm.Allgather_init),
+}
+"""The MPI library's own collective for each operation, by mode (what ``native`` runs)."""
+_COLLECTIVE = {"allreduce": "allreduce", "reduce_scatter_block": "reduce_scatter", "reduce_scatter": "reduce_scatter",
+               "allgather": "allgather"}
+
+
+def _native(operation: str, mode: int, comm: Any, sendbuf: Any, recvbuf: Any, op: Any, counts: Any) -> Any:
+    fn = NATIVE_CALLS[operation][mode]
+    sb = MPI.IN_PLACE if is_in_place(sendbuf) else sendbuf
+    if operation == "allgather":
+        return fn(comm, sb, recvbuf)
+    if operation == "reduce_scatter":
+        return fn(comm, sb, recvbuf, counts, op)
+    return fn(comm, sb, recvbuf, op)
+
+
+def call(operation: str, mode: int, comm: Any, sendbuf: Any, recvbuf: Any, op: Any, algorithm: str | None,
+         dims: Any, check: bool | None, recvcounts: Any = None) -> Any:
+    """Run (blocking) or start (nonblocking, persistent: return the request) one collective call.
+
+    ``operation``: ``allreduce``, ``reduce_scatter_block``, ``reduce_scatter`` or ``allgather`` (``op``
+    ``None``). Bad arguments raise on the calling rank before any data moves (with the check on, on every
+    rank). A blocking call on plain numpy arrays without the check is remembered for the repeat path.
+    """
+    checking = rc.check if check is None else bool(check)
+    private = guard.private(comm) if checking else None
+    try:
+        a = call_args(operation, comm, sendbuf, recvbuf, op, recvcounts)
+        d, dims_t, trial, st0 = _decision(operation, comm, a, op, algorithm, dims, mode == BLOCKING)
+    except DeviceBuffer:  # device memory: only the MPI library can reduce it
+        if private is not None:
+            guard.verify(private, count=-1, op=op or MPI.REPLACE, algorithm=NATIVE, operation=operation)
+        return _native(operation, mode, comm, sendbuf, recvbuf, op, recvcounts)
+    except (TypeError, ValueError) as e:
+        if private is not None:
+            guard.verify(private, operation=operation, error=e)
+        raise
+    if private is not None:
+        guard.verify(private, count=a.count, datatype=a.datatype, op=op or MPI.REPLACE, algorithm=d.algorithm,
+                     dims=dims_t, operation=operation, counts=None if operation == "allreduce" else a.counts)
+    name = d.algorithm
+    placement = getattr(comm, "swing_placement", None)
+    if trial is not None and d.why == "trial":  # a trial call (blocking allreduce): timed, not remembered
+        _tried(trial, comm_state(comm, placement), name, dims_t, a, op, comm, sendbuf, recvbuf)
+        return None
+    if name == NATIVE:
+        out = _native(operation, mode, comm, sendbuf, recvbuf, op, a.counts)
+        if mode == BLOCKING and not (checking or rc.check) and operation != "reduce_scatter":
+            # remembered only where no call checks by default: a later call with check=None must check
+            if operation == "allreduce":
+                remember(comm, sendbuf, recvbuf, op, algorithm, dims, a.datatype, None, None)
+            remember_native(operation, comm, sendbuf, recvbuf, op, algorithm, dims, a.datatype)
+        return out
+    st = st0 if st0 is not None and placement is None else comm_state(comm, placement)
+    if operation != "allreduce":
+        return _halves(operation, mode, st, comm.Get_rank(), name, dims_t, a, op or MPI.REPLACE)
+    if mode != BLOCKING:
+        plan = _plan(st, None, name, dims_t, a, op) if a.count else None
+        return Request(st, plan, a.recv.data, None if a.send is None else a.send.data, persistent=mode == PERSISTENT)
+    plan = _run(st, name, dims_t, a, op, comm, sendbuf, recvbuf)
+    if plan is not None and not (checking or rc.check):  # cached: the next call may reuse it
+        remember(comm, sendbuf, recvbuf, op, algorithm, dims, a.datatype, st, plan)
+    return None
+
+
+def _tried(trial: online.Trial, st: CommState, name: str, dims_t: tuple[int, ...], a: Args, op: MPI.Op,
+           comm: Any, sendbuf: Any, recvbuf: Any) -> None:
+    """Run and time one call of a trial; its time goes to the trial (which agrees over ranks at a turn's end)."""
+    t0 = perf_counter()
+    _run(st, name, dims_t, a, op, comm, sendbuf, recvbuf)
+    trial.record(perf_counter() - t0, comm_state(comm).comm)
+
+
+def _key(what: str, name: str, dims_t: tuple[int, ...], counts: Any, a: Args, op: MPI.Op) -> tuple | None:
+    """Return the plan-cache key of a blocking call, ``None`` where the plan cannot be shared."""
+    if not (a.datatype.is_predefined and op.is_predefined):
+        return None
+    return (what, name, dims_t, counts, a.datatype.py2f(), op.py2f())
+
+
+def _plan(st: CommState, key: tuple | None, name: str, dims_t: tuple[int, ...], a: Args, op: MPI.Op) -> Plan:
+    plan = st.plans.get(key) if key is not None else None
+    if plan is None:
+        plan = st.plan(key, lambda: build_schedule(name, dims_t, st.rank, a.count, exact=a.exact), a.datatype, op)
+    return plan
+
+
+def _run(st: CommState, name: str, dims_t: tuple[int, ...], a: Args, op: MPI.Op, comm: Any, sendbuf: Any,
+         recvbuf: Any) -> Plan | None:
+    """Run one blocking allreduce with ``name``; return its cached plan (``None``: native, count 0 or not cached)."""
+    if name == NATIVE:
+        MPI.Intracomm.Allreduce(comm, MPI.IN_PLACE if a.send is None else sendbuf, recvbuf, op)
+        return None
+    st.seq += 1
+    if not a.count:
+        return None
+    key = _key("allreduce", name, dims_t, a.count, a, op)
+    plan = _plan(st, key, name, dims_t, a, op)
+    plan.run(a.recv.data, None if a.send is None else a.send.data, seq=st.seq)
+    return plan if key is not None else None
+
+
+def _halves(operation: str, mode: int, st: CommState, rank: int, name: str, dims_t: tuple[int, ...], a: Args,
+            op: MPI.Op) -> Any:
+    """Run (or start) a reduce-scatter or all-gather: the half of ``name``'s allreduce schedule."""
+    counts = a.counts
+    assert counts is not None
+    ext = a.recv.extent
+    total = sum(counts)
+    blocks, off = [], 0
+    for c in counts:
+        blocks.append((off, off + c))
+        off += c
+    if st.placement is not None:  # indexed by torus position (private rank) instead of user rank
+        placed = [(0, 0)] * len(blocks)
+        for user_rank, pos in enumerate(st.placement):
+            placed[pos] = blocks[user_rank]
+        blocks = placed
+    collective = _COLLECTIVE[operation]
+    half = REDUCE_SCATTER if collective == "reduce_scatter" else ALL_GATHER
+    key = _key(collective, name, dims_t, tuple(counts), a, op) if mode == BLOCKING else None
+    plan = None
+    if total:
+        plan = st.plans.get(key) if key is not None else None
+        if plan is None:
+            plan = st.plan(key, lambda: build_half(name, dims_t, st.rank, tuple(blocks), half=half), a.datatype, op)
+    before = out = source = None
+    if collective == "reduce_scatter":
+        # a work vector of ours, in place too: MPI libraries leave the receive buffer beyond the
+        # result as it was (mpi4py's tests check it), so the schedule cannot run in it
+        work = st.vector(key, total * ext)
+        mine = counts[rank] * ext
+        out = a.recv.data[:mine] if mine else None
+        if a.send is None:
+            before = _move(work, a.recv.data[:total * ext])
+        else:
+            source = a.send.data
+    else:
+        n = counts[0]
+        work = a.recv.data[:n * len(counts) * ext]
+        if a.send is not None and n:
+            before = _move(work[rank * n * ext:(rank + 1) * n * ext], a.send.data[:n * ext])
+    if mode != BLOCKING:
+        return Request(st, plan, work, source, persistent=mode == PERSISTENT, before=before, out=out)
+    st.seq += 1
+    if before is not None:
+        before()
+    if plan is not None:
+        plan.run(work, source, seq=st.seq, out=out)
+    return None
+
+
+def _move(dst: np.ndarray, src: np.ndarray) -> Any:
+    def move() -> None:
+        dst[...] = src
+    return move
+
+
+def decision_for(operation: str, comm: Any, a: Args, op: Any, algorithm: str | None, dims: Any, *,
+                 timed: bool = True) -> tuple[Decision, tuple[int, ...], online.Trial | None]:
+    """Return (decision, dims, trial) of a call with checked arguments ``a`` (dims ``()`` for native).
+
+    ``timed``: a blocking call (one that takes part in a trial).
+    """
+    return _decision(operation, comm, a, op, algorithm, dims, timed)[:3]
+
+
+def _decision(operation: str, comm: Any, a: Args, op: Any, algorithm: str | None, dims: Any,
+              timed: bool) -> tuple[Decision, tuple[int, ...], online.Trial | None, CommState | None]:
+    """Return :func:`decision_for`'s answer and the communicator's state where ``auto`` needed it.
+
+    ``auto`` reads the communicator's tuning, which creates its state (private duplicate + tuning
+    broadcast) on first use: collective, like the call itself. A reduce-scatter or all-gather whose
+    algorithm comes from ``$SWING_MPI_ALGORITHM`` and lacks that collective is decided by ``auto``.
+    """
+    collective = _COLLECTIVE[operation]
+    requested = algorithm if algorithm is not None else (rc.algorithm or AUTO)
+    if algorithm is None and not supports(requested, collective):
+        requested = AUTO
+    if requested == NATIVE:
+        return decide(NATIVE, 0, (), 0, exact=True), (), None, None
+    dims_t = dims_for(comm, dims)  # validated even for count 0: a bad dims is a bad call
+    st = comm_state(comm) if requested == AUTO else None
+    p = comm.Get_size()
+    d = decide(requested, p, dims_t, a.nbytes, exact=a.exact, commutative=a.commutative, native_ok=a.native_ok,
+               tuning=None if st is None else st.tuning, collective=collective)
+    trial = None
+    if d.contenders and a.count and st is not None and st.trial:
+        trial = trial_of(st, comm, dims_t, a, op, d)
+        if trial is not None:
+            d = decide(requested, p, dims_t, a.nbytes, exact=a.exact, commutative=a.commutative,
+                       native_ok=a.native_ok, tuning=st.tuning, collective=collective, trial=trial, timed=timed)
+    return d, dims_t, trial, st
+
+
+def trial_of(st: CommState, comm: Any, dims_t: tuple[int, ...], a: Args, op: MPI.Op,
+             d: Decision) -> online.Trial | None:
+    """Return the trial of ``auto``'s blocking allreduces like this one (:mod:`swing_mpi.online`); None: none."""
+    dt = a.datatype
+    if not (op.is_predefined and dt.is_predefined):  # a key must be equal on every rank
+        return None
+    key = ("allreduce", dims_t, getattr(comm, "swing_placement", None), a.nbytes, dt.py2f(), op.py2f())
+    return online.trial_for(st, key, d.contenders)

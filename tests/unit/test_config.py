@@ -1,0 +1,82 @@
+"""``swing_mpi.rc``: every ``SWING_MPI_*`` variable parsed and checked in one place."""
+
+from __future__ import annotations
+
+import pytest
+
+from swing_mpi import config
+from swing_mpi.config import Config
+
+
+def test_defaults_without_variables():
+    c = Config({})
+    assert (c.algorithm, c.dims, c.check, c.timeout, c.wait, c.sleep_us, c.datatypes, c.tuning, c.network,
+            c.trial, c.model_cache) == (None, None, False, None, None, 0.0, True, None, None, True, None)
+
+
+def test_every_variable_has_an_attribute():
+    assert set(config.VARIABLES.values()) == set(Config.__annotations__) - {"_problems"}
+    assert len(config.VARIABLES) == 11
+
+
+def test_values_are_typed():
+    c = Config({"SWING_MPI_ALGORITHM": "swing-bw", "SWING_MPI_DIMS": "4x4", "SWING_MPI_CHECK": "1",
+                "SWING_MPI_TIMEOUT": "2.5", "SWING_MPI_WAIT": "backoff", "SWING_MPI_SLEEP_US": "50",
+                "SWING_MPI_DATATYPES": "0", "SWING_MPI_TUNING": "default", "SWING_MPI_NETWORK": "Torus",
+                "SWING_MPI_TRIAL": "off", "SWING_MPI_MODEL_CACHE": "OFF"})
+    assert (c.algorithm, c.dims, c.check, c.timeout, c.wait, c.sleep_us, c.datatypes, c.tuning, c.network,
+            c.trial, c.model_cache) == ("swing-bw", "4x4", True, 2.5, "backoff", 50.0, False, "default", "torus",
+                                        False, "off")
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("", None), ("0", None), ("off", None), ("30", 30.0), ("0.5", 0.5)])
+def test_timeout(text, seconds):
+    assert Config({"SWING_MPI_TIMEOUT": text}).timeout == seconds
+
+
+@pytest.mark.parametrize(("var", "text", "message"), [
+    ("SWING_MPI_TIMEOUT", "soon", "SWING_MPI_TIMEOUT='soon': expected seconds"),
+    ("SWING_MPI_TIMEOUT", "-3", "expected a positive number of seconds"),
+    ("SWING_MPI_CHECK", "maybe", r"\$SWING_MPI_CHECK='maybe' is not understood"),
+    ("SWING_MPI_DATATYPES", "2", r"\$SWING_MPI_DATATYPES='2' is not understood"),
+    ("SWING_MPI_WAIT", "poll", "SWING_MPI_WAIT='poll'"),
+    ("SWING_MPI_SLEEP_US", "-1", "SWING_MPI_SLEEP_US='-1'"),
+])
+def test_a_bad_value_is_an_error_naming_the_variable(var, text, message):
+    with pytest.raises(ValueError, match=message):
+        Config({var: text})
+
+
+@pytest.mark.parametrize(("var", "attr", "text"), [("SWING_MPI_NETWORK", "network", "mesh"),
+                                                   ("SWING_MPI_TRIAL", "trial", "sometimes")])
+def test_rank_zeros_variables_raise_where_used(var, attr, text):
+    c = Config({var: text})  # not at import: only rank 0's value counts, and it is shared from there
+    assert var in (c.problem(attr) or "")
+    with pytest.raises(ValueError, match=var):
+        c.checked(attr)
+    setattr(c, attr, None if attr == "network" else True)
+    assert c.problem(attr) is None
+
+
+def test_setting_an_attribute_checks_it_like_the_variable():
+    c = Config({})
+    c.timeout = 3
+    c(wait="spin", dims="2x2")
+    assert (c.timeout, c.wait, c.dims) == (3.0, "spin", "2x2")
+    c.timeout = "off"
+    assert c.timeout is None
+    with pytest.raises(ValueError, match="SWING_MPI_WAIT"):
+        c.wait = "sometimes"
+    with pytest.raises(TypeError):
+        c.check = 2.5  # type: ignore[assignment]
+    with pytest.raises(AttributeError, match="no setting"):
+        c.timout = 3  # type: ignore[attr-defined]
+
+
+def test_reload_reads_the_environment_again(monkeypatch):
+    monkeypatch.setenv("SWING_MPI_TIMEOUT", "7")
+    c = Config()
+    assert c.timeout == 7.0
+    monkeypatch.delenv("SWING_MPI_TIMEOUT")
+    c.reload()
+    assert c.timeout is None
