@@ -152,7 +152,7 @@ def arrive(comm: MPI.Comm, timeout: float | None) -> None:
     Without a timeout there is nothing to bound: the ``Dup`` that follows waits for every rank anyway.
     """
     if timeout is not None and comm.Get_size() > 1:
-        wait_collective(comm.Ibarrier(), comm, "the first call on this communicator", timeout)
+        wait_collective(MPI.Comm.Ibarrier(comm), comm, "the first call on this communicator", timeout)
 
 
 def agreed_trial(comm: MPI.Comm, timeout: float | None) -> bool:
