@@ -201,7 +201,7 @@ def wait_collective(req: MPI.Request, comm: MPI.Comm, what: str, timeout: float 
 def bounded_bcast(comm: MPI.Comm, obj: Any, what: str, timeout: float | None, root: int = 0) -> Any:
     """``comm.bcast(obj, root)`` within ``timeout`` (:func:`wait_collective`): size, then the pickled bytes."""
     if timeout is None:
-        return MPI.Comm.bcast(comm, obj, root=root)
+        return comm.bcast(obj, root=root)  # lower case: no swing_mpi.Intracomm method of that name
     data = pickle.dumps(obj) if comm.Get_rank() == root else b""
     size = np.array([len(data)], np.int64)
     wait_collective(MPI.Comm.Ibcast(comm, size, root=root), comm, what, timeout, keep=size)
@@ -213,7 +213,7 @@ def bounded_bcast(comm: MPI.Comm, obj: Any, what: str, timeout: float | None, ro
 def bounded_allgather(comm: MPI.Comm, obj: Any, what: str, timeout: float | None) -> list[Any]:
     """``comm.allgather(obj)`` within ``timeout`` (:func:`wait_collective`): sizes, then the pickled bytes."""
     if timeout is None:
-        return MPI.Comm.allgather(comm, obj)
+        return comm.allgather(obj)
     data = np.frombuffer(pickle.dumps(obj), np.uint8)
     sizes = np.empty(comm.Get_size(), np.int64)
     mine = np.array([len(data)], np.int64)
