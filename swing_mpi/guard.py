@@ -232,7 +232,7 @@ def verify(comm: MPI.Intracomm, *, count: int = 0, datatype: MPI.Datatype = MPI.
         mine = signature(count=count, datatype=datatype, op=op, algorithm=algorithm, dims=dims,
                          operation=operation, counts=counts)
     rows = np.empty((comm.Get_size(), SIGNATURE_LEN), np.int64)
-    req = comm.Iallgather([mine, MPI.INT64_T], [rows, MPI.INT64_T])
+    req = MPI.Comm.Iallgather(comm, [mine, MPI.INT64_T], [rows, MPI.INT64_T])  # MPI's, not swing_mpi.Intracomm's
     wait_collective(req, comm, f"the mismatch check of {operation}", rc.timeout, keep=(mine, rows))  # bounded
     if error is not None:
         raise error

@@ -19,7 +19,6 @@ schedule runs unchanged with each rank at its stated place.
 
 from __future__ import annotations
 
-import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
@@ -60,9 +59,10 @@ class CommState:
             tuning = tuning_for_comm(self.comm, timeout=timeout)
             trial = agreed_trial(self.comm, timeout)
             wait = node_policy(self.comm, timeout)
-        except BaseException:  # raised on every rank alike (a timeout aside): nothing is left behind
-            if not isinstance(sys.exc_info()[1], TimeoutError):
-                private.Free()
+        except TimeoutError:  # the communicator is broken: freeing would wait for the missing ranks too
+            raise
+        except BaseException:  # raised on every rank alike: nothing is left behind
+            private.Free()
             raise
         self.tuning: Tuning = tuning
         """``auto``'s cost-model constants: read on rank 0 and broadcast, equal on all ranks."""
@@ -147,9 +147,12 @@ _KEYVAL_LOCK = threading.Lock()
 
 
 def arrive(comm: MPI.Comm, timeout: float | None) -> None:
-    """Wait until every rank of ``comm`` has come to its first use (a nonblocking barrier, bounded by ``timeout``)."""
-    if comm.Get_size() > 1:
-        wait_collective(comm.Ibarrier(), comm, "the first call on this communicator", timeout)
+    """Wait until every rank of ``comm`` has come to its first use (a nonblocking barrier, bounded by ``timeout``).
+
+    Without a timeout there is nothing to bound: the ``Dup`` that follows waits for every rank anyway.
+    """
+    if timeout is not None and comm.Get_size() > 1:
+        wait_collective(MPI.Comm.Ibarrier(comm), comm, "the first call on this communicator", timeout)
 
 
 def agreed_trial(comm: MPI.Comm, timeout: float | None) -> bool:

@@ -12,6 +12,8 @@ computes the same answer from the same numbers (its ranks, the union of their CP
 
 :func:`wait_collective` waits for a nonblocking collective within ``$SWING_MPI_TIMEOUT``; when it
 runs out, :func:`census` finds which ranks are missing, so the ``TimeoutError`` names them.
+Collectives here are MPI's own (``MPI.Comm.Ibcast(comm, ...)``): ``comm`` may be a
+:class:`swing_mpi.Intracomm`, whose methods of the same names are ours.
 """
 
 from __future__ import annotations
@@ -167,7 +169,7 @@ def census(comm: MPI.Comm, grace: float = CENSUS_GRACE) -> list[int]:
     p, me = comm.Get_size(), comm.Get_rank()
     flags = np.zeros(p, np.uint8)
     flags[me] = 1
-    reqs = [comm.Ibcast([flags[r:r + 1], 1, MPI.BYTE], root=r) for r in range(p)]
+    reqs = [MPI.Comm.Ibcast(comm, [flags[r:r + 1], 1, MPI.BYTE], root=r) for r in range(p)]
     _ABANDONED.append((reqs, flags))
     deadline = time.monotonic() + grace
     done = {me}
@@ -199,12 +201,12 @@ def wait_collective(req: MPI.Request, comm: MPI.Comm, what: str, timeout: float 
 def bounded_bcast(comm: MPI.Comm, obj: Any, what: str, timeout: float | None, root: int = 0) -> Any:
     """``comm.bcast(obj, root)`` within ``timeout`` (:func:`wait_collective`): size, then the pickled bytes."""
     if timeout is None:
-        return comm.bcast(obj, root=root)
+        return comm.bcast(obj, root=root)  # lower case: no swing_mpi.Intracomm method of that name
     data = pickle.dumps(obj) if comm.Get_rank() == root else b""
     size = np.array([len(data)], np.int64)
-    wait_collective(comm.Ibcast(size, root=root), comm, what, timeout, keep=size)
+    wait_collective(MPI.Comm.Ibcast(comm, size, root=root), comm, what, timeout, keep=size)
     buf = np.frombuffer(data, np.uint8).copy() if comm.Get_rank() == root else np.empty(int(size[0]), np.uint8)
-    wait_collective(comm.Ibcast(buf, root=root), comm, what, timeout, keep=buf)
+    wait_collective(MPI.Comm.Ibcast(comm, buf, root=root), comm, what, timeout, keep=buf)
     return obj if comm.Get_rank() == root else pickle.loads(buf.tobytes())
 
 
@@ -215,9 +217,9 @@ def bounded_allgather(comm: MPI.Comm, obj: Any, what: str, timeout: float | None
     data = np.frombuffer(pickle.dumps(obj), np.uint8)
     sizes = np.empty(comm.Get_size(), np.int64)
     mine = np.array([len(data)], np.int64)
-    wait_collective(comm.Iallgather(mine, sizes), comm, what, timeout, keep=(mine, sizes))
+    wait_collective(MPI.Comm.Iallgather(comm, mine, sizes), comm, what, timeout, keep=(mine, sizes))
     starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
     buf = np.empty(int(sizes.sum()), np.uint8)
-    wait_collective(comm.Iallgatherv(data, [buf, (sizes.tolist(), starts.tolist()), MPI.BYTE]), comm, what, timeout,
-                    keep=(data, buf))
+    req = MPI.Comm.Iallgatherv(comm, data, [buf, (sizes.tolist(), starts.tolist()), MPI.BYTE])
+    wait_collective(req, comm, what, timeout, keep=(data, buf))
     return [pickle.loads(buf[a:a + n].tobytes()) for a, n in zip(starts.tolist(), sizes.tolist())]

@@ -117,7 +117,7 @@ WAIT_PROGRAM = """
 
 
 @pytest.mark.parametrize("env", [{"SWING_MPI_WAIT": "spin"}, {"SWING_MPI_WAIT": "yield", "SWING_MPI_SLEEP_US": "300"},
-                                 {"SWING_MPI_WAIT": "backoff"}])
+                                 {"SWING_MPI_WAIT": "backoff"}, {"SWING_MPI_WAIT": "auto"}, {}])
 def test_wait_settings_are_exact(launch, env):
     r = launch(WAIT_PROGRAM, 4, env=env)
     assert r.returncode == 0, r.stdout
@@ -125,10 +125,30 @@ def test_wait_settings_are_exact(launch, env):
 
 
 @pytest.mark.parametrize(("var", "value", "message"), [
-    ("SWING_MPI_WAIT", "busy", "SWING_MPI_WAIT='busy': expected one of yield, spin, backoff"),
+    ("SWING_MPI_WAIT", "busy", "SWING_MPI_WAIT='busy': expected one of auto, yield, spin, backoff"),
     ("SWING_MPI_SLEEP_US", "-5", "SWING_MPI_SLEEP_US='-5': expected microseconds >= 0"),
 ])
 def test_bad_wait_settings_are_errors_at_import(launch, var, value, message):
     r = launch(WAIT_PROGRAM, 2, env={var: value})
     assert r.returncode != 0
     assert message in r.stdout, r.stdout
+
+
+POLICY_PROGRAM = """
+    from mpi4py import MPI
+    import swing_mpi
+    from swing_mpi.state import comm_state
+    print("policy", comm_state(MPI.COMM_WORLD).wait_policy, flush=True)
+"""
+
+
+@pytest.mark.parametrize("n", [1, 3, 4])
+def test_an_unset_wait_policy_follows_the_ranks_per_core_of_the_host(launch, n):
+    import os
+    import re
+
+    r = launch(POLICY_PROGRAM, n)
+    assert r.returncode == 0, r.stdout
+    got = re.findall(r"policy (\w+)", r.stdout)
+    cores = len(os.sched_getaffinity(0))  # the launcher binds no ranks here: each may run on every core
+    assert got == ["backoff" if n > cores else "spin"] * n, (got, cores)
