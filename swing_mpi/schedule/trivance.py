@@ -1,0 +1,317 @@
+"""Trivance allreduce schedules (Jürß, Addanki, Schmid, 2026): both neighbours at distance ``3^k``.
+
+Algorithm:
+    On a ring of ``d`` the in-dimension step ``t`` pairs node ``c`` with both
+    ``c + s_t`` and ``c − s_t``, ``s_t = 3^t`` for ``t < L − 1`` and, on the
+    last of the ``L = ⌈log3 d⌉`` steps, ``s_{L−1} = ⌈(d − 3^{L−1})/2⌉`` (which
+    is ``3^{L−1}`` when ``d`` is a power of three). After ``t`` steps a node
+    has heard from the ``3^t`` nodes around it, three times as many as
+    before, so a ring of ``3^L`` needs ``L`` steps where Swing needs
+    ``⌈log2 d⌉`` (and the two peers of a step use both ports of the dimension).
+
+    ``trivance-bw`` is a reduce-scatter then an all-gather, composed over the
+    dimensions by :mod:`.dimwise` (every peer differs in one coordinate) from
+    one ring program per side, :func:`trivance_program`: the partial of the
+    block ``j`` places ahead of a node moves along a path of steps ``t`` with
+    a sign ``a_t`` each, ``Σ a_t·s_t ≡ j``, smallest step first. On a side
+    of ``3^L`` the paths are the balanced-ternary digits of ``j``, so every
+    block leaves every node exactly once and the data drops to a third
+    every step; on other sides the paths are chosen from the last step back
+    (:func:`trivance_paths`), again every block once. So each rank sends
+    ``count·(p−1)/p`` elements per lane and phase on every shape, the
+    minimum; what other sides pay is route length (Ξ routed), not bytes. The
+    vector is cut into ``2D`` lanes as for ``swing-bw`` (plain lanes start in
+    dimension ``k``; mirrored lanes run the mirror image ``c ↦ −c``, the
+    distances negated), so at every step each dimension carries two lanes,
+    each on both of its ports: all ``2D`` ports busy.
+
+    ``trivance-lat`` sends the whole vector every step, one lane. Exact ops
+    (integers, bitwise, logical, MIN/MAX on integers): every rank sends its
+    partial to both peers and reduces both partials it receives; on a side
+    of ``3^L`` (or 2) the three windows are disjoint, so nothing is counted
+    twice. Sides that are not powers of three are first folded inside their
+    own dimension to ``3^m ≤ d`` (up to two extra nodes onto one, in one
+    step) and unfolded at the end, two steps more per such side. Inexact ops
+    (floating-point SUM, user ops) gather the contributions the peers lack
+    along the same peers and every rank combines all ``p`` in rank order,
+    as ``swing-lat`` does: bit-identical on all ranks.
+
+Restrictions:
+    Commutative ops (the API sends non-commutative ones to ``recdoub``).
+
+Cost (n bytes, D dims, ``L_k = ⌈log3 d_k⌉``):
+    trivance-bw:  2·Σ L_k·α + 2·n·(p−1)/p·β/(2D)·Ξ + n·(p−1)/p·γ
+    trivance-lat: Σ L_k·α + 2·n·Σ L_k·β/2 + 2·n·Σ L_k·γ   (exact, powers of three; 2 steps more per folded side)
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+from ..blocks import split, split_range
+from ..topology import Torus
+from .base import COPY, REDUCE, Range, Schedule, Step, Transfer, merge_ranges, port_lanes
+from .blockset import bits
+from .dimwise import DimwiseLane, RingProgram, _program, dimwise_lane, interleave, lane_blocks, mirror_program
+
+__all__ = ["log3_ceil", "trivance_distances", "trivance_paths", "trivance_program", "trivance_lane",
+           "build_trivance_bw", "build_trivance_lat", "is_power_of_three"]
+
+
+def log3_ceil(d: int) -> int:
+    """Return ``⌈log3 d⌉`` (0 for ``d ≤ 1``), in integers."""
+    L, w = 0, 1
+    while w < d:
+        w *= 3
+        L += 1
+    return L
+
+
+def is_power_of_three(d: int) -> bool:
+    """Tell whether ``d`` is ``3^m`` for some ``m ≥ 0``."""
+    while d > 1 and d % 3 == 0:
+        d //= 3
+    return d == 1
+
+
+def trivance_distances(d: int) -> tuple[int, ...]:
+    """Return the step distances ``s_t`` of a ring of ``d``: ``1, 3, 9, …`` and ``⌈(d − 3^{L−1})/2⌉`` last."""
+    L = log3_ceil(d)
+    if L == 0:
+        return ()
+    w = 3 ** (L - 1)
+    return tuple(3 ** t for t in range(L - 1)) + ((d - w + 1) // 2,)
+
+
+@lru_cache(maxsize=256)
+def trivance_paths(d: int) -> dict[int, tuple[int, int]]:
+    """Map every offset ``j ≠ 0`` (mod ``d``) to its first move ``(step t, sign a)``: to ``j − a·s_t``.
+
+    Built from the owner back: the offsets that reach 0 at the last step are
+    ``±s_{L−1}``, those one step earlier are those plus ``±s_{L−2}``, and so
+    on; an offset keeps the first path found, the one of fewest hops where
+    several are found at one step. Each path's remaining offset moves only at
+    later steps, so a node sends each block once, at the first step of its
+    path, and the partials form a tree converging on the owner. On ``3^L``
+    these are the balanced-ternary paths; every ``d`` is covered because
+    ``s_{L−1}`` lies between ``⌈(d − 3^{L−1})/2⌉`` and ``3^{L−1}``.
+    """
+    s = trivance_distances(d)
+    hops: dict[int, int] = {0: 0}
+    first: dict[int, tuple[int, int]] = {}
+    for t in reversed(range(len(s))):
+        dist = min(s[t] % d, -s[t] % d)
+        cands = sorted((hops[j] + dist, -a, j) for j in hops for a in (1, -1))
+        for h, na, j in cands:
+            child = (j - na * s[t]) % d  # j + a·s_t
+            if child not in hops:
+                hops[child] = h
+                first[child] = (t, -na)
+    if len(hops) != d:
+        raise AssertionError(f"trivance paths cover {len(hops)} of {d} offsets")
+    return first
+
+
+@lru_cache(maxsize=256)
+def trivance_program(d: int) -> RingProgram:
+    """Build Trivance's reduce-scatter on a ring of ``d``: step ``t`` sends to ``c ± s_t`` (:func:`trivance_paths`)."""
+    s = trivance_distances(d)
+    rows: list[list[dict[int, int]]] = [[{} for _ in range(d)] for _ in s]
+    for j, (t, a) in trivance_paths(d).items():
+        for c in range(d):
+            q = (c + a * s[t]) % d
+            rows[t][c][q] = rows[t][c].get(q, 0) | (1 << ((c + j) % d))
+    return _program(d, rows, "trivance")
+
+
+@lru_cache(maxsize=256)
+def trivance_lane(dims: tuple[int, ...], start_dim: int, sign: int) -> DimwiseLane:
+    """Return the lane that starts in ``start_dim`` (``sign=-1``: the mirror image), dimensions interleaved."""
+    progs = tuple(None if d == 1 else trivance_program(d) if sign == 1 else mirror_program(trivance_program(d), a=0)
+                  for d in dims)
+    plan = interleave([prog.steps if prog is not None else 0 for prog in progs], start_dim)
+    return DimwiseLane(tuple(dims), progs, tuple(plan))
+
+
+@lru_cache(maxsize=256)
+def _placement(lane: DimwiseLane, part: Range) -> tuple[Range, ...]:
+    return tuple(lane_blocks(lane, split_range(part, math.prod(lane.dims))))
+
+
+def build_trivance_bw(rank: int, dims: tuple[int, ...], count: int, *, algorithm: str = "trivance-bw") -> Schedule:
+    """Bandwidth-optimal Trivance: reduce-scatter then all-gather on all ``2D`` lanes.
+
+    ``meta["blocks"][lane][b]`` (also ``meta["owned"]``) is the element
+    range of block ``b``, which rank ``b`` owns after the reduce-scatter.
+    """
+    torus = Torus(dims)
+    p = torus.size
+    dims = torus.dims
+    if p == 1:
+        return Schedule(algorithm, rank, p, count, dims, (), (), {})
+
+    def port_of(q: int) -> int | None:
+        return torus.port_towards(rank, q)
+
+    lanes = port_lanes(dims)
+    parts = split(count, len(lanes))
+    out_lanes, names, placed = [], [], []
+    for (name, start, sign), part in zip(lanes, parts):
+        lane = trivance_lane(dims, start, sign)
+        blocks = _placement(lane, part)
+        rs, ag = dimwise_lane(rank, lane, blocks, port_of=port_of)
+        out_lanes.append(tuple(rs + ag))
+        names.append(name)
+        placed.append(blocks)
+    kinds = tuple("trivance" if d > 1 else "" for d in dims)
+    meta: dict[str, object] = {"blocks": tuple(placed), "owned": tuple(placed),
+                               "programs": (kinds,) * len(out_lanes)}
+    return Schedule(algorithm, rank, p, count, dims, tuple(out_lanes), tuple(names), meta)
+
+
+def _ring_peers(c: int, d: int, t: int) -> list[int]:
+    """Distinct coordinates ``c ± s_t`` on a ring of ``d`` (``+`` first; one where they coincide)."""
+    s = trivance_distances(d)[t]
+    out = [(c + s) % d]
+    if (c - s) % d != out[0]:
+        out.append((c - s) % d)
+    return out
+
+
+@lru_cache(maxsize=64)
+def _fold_plan(dims: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[tuple[tuple[int, int], ...], ...]]:
+    """Per side that is not a power of three (nor 2): ``(source, target)`` pairs folding it onto ``3^m ≤ d``.
+
+    Coordinate ``c ≥ 3^m`` folds onto ``c mod 3^m`` (a target takes at most
+    two sources, one step); only ranks inside the sides folded before take part.
+    """
+    torus = Torus(dims)
+    virt = tuple(d if d <= 2 or is_power_of_three(d) else 3 ** (log3_ceil(d) - 1) for d in dims)
+    plan: list[tuple[tuple[int, int], ...]] = []
+    done: list[int] = []
+    for k, (d, v) in enumerate(zip(dims, virt)):
+        if d == v:
+            continue
+        pairs = []
+        for x in range(torus.size):
+            c = torus.coords(x)
+            if c[k] >= v and all(c[j] < virt[j] for j in done):
+                tgt = list(c)
+                tgt[k] %= v
+                pairs.append((x, torus.rank(tgt)))
+        plan.append(tuple(pairs))
+        done.append(k)
+    return virt, tuple(plan)
+
+
+@lru_cache(maxsize=64)
+def _core(dims: tuple[int, ...], virt: tuple[int, ...]) -> tuple[tuple[tuple[int, ...] | None, ...], ...]:
+    """Per core step: the peers of every rank inside ``virt`` (``None`` outside), ``+`` peer first."""
+    torus = Torus(dims)
+    inside = [all(c < v for c, v in zip(torus.coords(x), virt)) for x in range(torus.size)]
+    rows = []
+    for k, t in interleave([log3_ceil(v) for v in virt], 0):
+        row: list[tuple[int, ...] | None] = []
+        for x in range(torus.size):
+            if not inside[x]:
+                row.append(None)
+                continue
+            c = list(torus.coords(x))
+            peers = []
+            for qc in _ring_peers(c[k], virt[k], t):
+                cc = list(c)
+                cc[k] = qc
+                peers.append(torus.rank(cc))
+            row.append(tuple(peers))
+        rows.append(tuple(row))
+    return tuple(rows)
+
+
+@lru_cache(maxsize=64)
+def _gather_plan(dims: tuple[int, ...]) -> tuple[tuple[tuple[dict[int, int], dict[int, int]], ...], ...]:
+    """Contributions form: per core step and rank, ``(sends, receives)`` as ``{peer: contributions}``.
+
+    A rank receives from its ``+`` peer what it lacks, then from its ``−``
+    peer what it still lacks, so no contribution arrives twice.
+    """
+    core = _core(dims, dims)
+    p = len(core[0]) if core else 1
+    have = [1 << x for x in range(p)]
+    plan = []
+    for row in core:
+        out: list[dict[int, int]] = [{} for _ in range(p)]
+        inc: list[dict[int, int]] = [{} for _ in range(p)]
+        new = list(have)
+        for x in range(p):
+            got = have[x]
+            for q in row[x] or ():
+                m = have[q] & ~got
+                if m:
+                    out[q][x] = inc[x][q] = m
+                    got |= m
+            new[x] = got
+        plan.append(tuple(zip(out, inc)))
+        have = new
+    if any(h != (1 << p) - 1 for h in have):
+        raise AssertionError("trivance-lat contributions do not reach every rank")
+    return tuple(plan)
+
+
+def build_trivance_lat(rank: int, dims: tuple[int, ...], count: int, *, exact: bool = True,
+                       algorithm: str = "trivance-lat") -> Schedule:
+    """Latency-optimal Trivance: one lane, the whole vector (or the missing contributions) each step.
+
+    ``exact=True``: partials to and from both peers, reduced (sides not powers
+    of three folded first). ``exact=False``: contributions gathered along the
+    same peers, then combined in rank order on every rank (``p`` slots).
+    """
+    torus = Torus(dims)
+    p = torus.size
+    dims = torus.dims
+    if p == 1:
+        return Schedule(algorithm, rank, p, count, dims, (), (), {})
+    n = count
+    whole = ((0, n),) if n else ()
+
+    def port(q: int) -> int | None:
+        return torus.port_towards(rank, q)
+
+    if exact:
+        virt, folds = _fold_plan(dims)
+        fold: list[Step] = []
+        unfold: list[Step] = []
+        for pairs in folds:
+            tr: list[Transfer] = []
+            back: list[Transfer] = []
+            for src, tgt in pairs:
+                if rank == src:
+                    tr.append(Transfer(tgt, whole, (), REDUCE, False, port(tgt)))
+                    back.append(Transfer(tgt, (), whole, COPY, False, port(tgt)))
+                elif rank == tgt:
+                    tr.append(Transfer(src, (), whole, REDUCE, False, port(src)))
+                    back.append(Transfer(src, whole, (), COPY, False, port(src)))
+            fold.append(Step(tuple(tr), "fold"))
+            unfold.append(Step(tuple(back), "unfold"))
+        unfold.reverse()
+        steps_core = []
+        for row in _core(dims, virt):
+            peers = row[rank]
+            steps_core.append(Step(tuple(Transfer(q, whole, whole, REDUCE, False, port(q)) for q in peers or ()),
+                                   "exchange"))
+        return Schedule(algorithm, rank, p, count, dims, (tuple(fold + steps_core + unfold),), ("whole",), {})
+
+    plan = _gather_plan(dims)
+
+    def slots(mask: int) -> tuple[Range, ...]:
+        return merge_ranges([(b * n, (b + 1) * n) for b in bits(mask)])
+
+    steps: list[Step] = []
+    for row in plan:
+        out, inc = row[rank]
+        tr = [Transfer(q, slots(out.get(q, 0)), slots(inc.get(q, 0)), COPY, False, port(q))
+              for q in sorted(set(out) | set(inc)) if n]
+        steps.append(Step(tuple(tr), "exchange"))
+    steps.append(Step((), "combine", combine=True))
+    return Schedule(algorithm, rank, p, count, dims, (tuple(steps),), ("contributions",),
+                    {"form": "contributions"}, slots=p, input_slot=rank, result_slot=p - 1)
