@@ -307,8 +307,8 @@ def build_trivance_lat(rank: int, dims: tuple[int, ...], count: int, *, exact: b
         return merge_ranges([(b * n, (b + 1) * n) for b in bits(mask)])
 
     steps: list[Step] = []
-    for row in plan:
-        out, inc = row[rank]
+    for moves in plan:
+        out, inc = moves[rank]
         tr = [Transfer(q, slots(out.get(q, 0)), slots(inc.get(q, 0)), COPY, False, port(q))
               for q in sorted(set(out) | set(inc)) if n]
         steps.append(Step(tuple(tr), "exchange"))

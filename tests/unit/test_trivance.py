@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 import pytest
+from test_schedule import assert_bit_identical, assert_each_block_once, assert_exact_sum, assert_one_coordinate, run
 
 from swing_mpi.model import analyze
 from swing_mpi.schedule import build_schedule
@@ -22,8 +23,6 @@ from swing_mpi.schedule.trivance import (
 )
 from swing_mpi.simulate import simulate
 from swing_mpi.topology import Torus
-
-from test_schedule import assert_bit_identical, assert_each_block_once, assert_exact_sum, assert_one_coordinate, run
 
 RINGS = list(range(2, 31))
 SHAPES = [(3, 3), (9, 9), (2, 3), (3, 2), (3, 5), (4, 6), (5, 5), (2, 2), (4, 4), (2, 9), (3, 9), (6, 6), (8, 3),
@@ -72,7 +71,7 @@ def test_power_of_three_is_balanced_ternary(L):
     prog = trivance_program(d)
     assert mirror_program(prog, a=0).sends == prog.sends  # the mirrored lane runs the same moves
     for t, row in enumerate(prog.sends):
-        for c, msgs in enumerate(row):  # a third of what is left to each side, every step
+        for msgs in row:  # a third of what is left to each side, every step
             assert [bin(m).count("1") for _, m in msgs] == [3 ** (L - 1 - t)] * 2
     for j, (t, a) in trivance_paths(d).items():
         digits, x = [], j if j <= d // 2 else j - d
