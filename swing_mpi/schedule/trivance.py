@@ -41,7 +41,8 @@ Restrictions:
 
 Cost (n bytes, D dims, ``L_k = ⌈log3 d_k⌉``):
     trivance-bw:  2·Σ L_k·α + 2·n·(p−1)/p·β/(2D)·Ξ + n·(p−1)/p·γ
-    trivance-lat: Σ L_k·α + 2·n·Σ L_k·β/2 + 2·n·Σ L_k·γ   (exact, powers of three; 2 steps more per folded side)
+    trivance-lat: Σ L_k·α + n·Σ L_k·β + 2·n·Σ L_k·γ   (exact ops; each step n to each of two ports;
+                  2 steps and 2·n·β more per side that is not a power of three)
 """
 
 from __future__ import annotations
