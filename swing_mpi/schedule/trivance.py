@@ -16,8 +16,9 @@ Algorithm:
     a sign ``a_t`` each, ``Σ a_t·s_t ≡ j``, smallest step first. On a side
     of ``3^L`` the paths are the balanced-ternary digits of ``j``, so every
     block leaves every node exactly once and the data drops to a third
-    every step; on other sides the paths are chosen from the last step back
-    (:func:`trivance_paths`), again every block once. So each rank sends
+    every step; on other sides the paths are chosen by a greedy cover that
+    keeps the data shrinking about as fast (:func:`trivance_paths`), again
+    every block once. So each rank sends
     ``count·(p−1)/p`` elements per lane and phase on every shape, the
     minimum; what other sides pay is route length (Ξ routed), not bytes. The
     vector is cut into ``2D`` lanes as for ``swing-bw`` (plain lanes start in
@@ -54,7 +55,16 @@ from ..blocks import split, split_range
 from ..topology import Torus
 from .base import COPY, REDUCE, Range, Schedule, Step, Transfer, merge_ranges, port_lanes
 from .blockset import bits
-from .dimwise import DimwiseLane, RingProgram, _program, dimwise_lane, interleave, lane_blocks, mirror_program
+from .dimwise import (
+    DimwiseLane,
+    RingProgram,
+    _program,
+    dimwise_lane,
+    interleave,
+    lane_blocks,
+    mirror_program,
+    ring_loads,
+)
 
 __all__ = ["log3_ceil", "trivance_distances", "trivance_paths", "trivance_program", "trivance_lane",
            "build_trivance_bw", "build_trivance_lat", "is_power_of_three"]
@@ -89,22 +99,84 @@ def trivance_distances(d: int) -> tuple[int, ...]:
 def trivance_paths(d: int) -> dict[int, tuple[int, int]]:
     """Map every offset ``j ≠ 0`` (mod ``d``) to its first move ``(step t, sign a)``: to ``j − a·s_t``.
 
-    Built from the owner back: the offsets that reach 0 at the last step are
-    ``±s_{L−1}``, those one step earlier are those plus ``±s_{L−2}``, and so
-    on; an offset keeps the first path found, the one of fewest hops where
-    several are found at one step. Each path's remaining offset moves only at
-    later steps, so a node sends each block once, at the first step of its
-    path, and the partials form a tree converging on the owner. On ``3^L``
-    these are the balanced-ternary paths; every ``d`` is covered because
-    ``s_{L−1}`` lies between ``⌈(d − 3^{L−1})/2⌉`` and ``3^{L−1}``.
+    The partials must form a tree into the owner: a path's remaining offset
+    ``j − a·s_t`` moves only at later steps, so a node sends each block once,
+    at the first step of its path. Two constructions, the one with less
+    routed ring load kept (:func:`_cover_paths` where they tie):
+    :func:`_cover_paths` sends as much as it can early (the data drops about
+    to a third every step), :func:`_latest_paths` moves every offset as late
+    as it can. On ``3^L`` both are the balanced-ternary digits of ``j``.
     """
     s = trivance_distances(d)
+    best: dict[int, tuple[int, int]] | None = None
+    best_load = 0.0
+    for make in (_cover_paths, _latest_paths):
+        paths = make(d, s)
+        load = sum(ring_loads(_build(d, s, paths)))
+        if best is None or load < best_load - 1e-12:
+            best, best_load = paths, load
+    assert best is not None
+    return best
+
+
+def _reach(d: int, s: tuple[int, ...]) -> list[set[int]]:
+    """``S_t``: the offsets that steps ``t, t+1, …`` can bring to the owner (``S_L = {0}``)."""
+    out = [{0}]
+    for st in reversed(s):
+        out.append({(x + a * st) % d for x in out[-1] for a in (0, 1, -1)})
+    return out[::-1]
+
+
+def _near(j: int, d: int) -> int:
+    return min(j, d - j)
+
+
+def _cover_paths(d: int, s: tuple[int, ...]) -> dict[int, tuple[int, int]]:
+    """Paths that leave as few offsets as possible for later steps.
+
+    ``G_t`` is the set of offsets still held after ``t`` steps (``G_0``: all).
+    Step ``t`` keeps a small ``G_{t+1} ⊆ S_{t+1}`` (the owner first, then
+    greedily the offset that lets the most of ``G_t`` reach it by ``±s_t``,
+    nearest first), and every other offset of ``G_t`` moves to a kept one.
+    Every ``G_t`` lies in ``S_t``, so the cover always exists, and ``G_L = {0}``.
+    """
+    S = _reach(d, s)
+    held = set(range(d))
+    first: dict[int, tuple[int, int]] = {}
+    for t, st in enumerate(s):
+        left = set(held)
+        keep: set[int] = set()
+        c = 0
+        while True:
+            keep.add(c)
+            left -= {c, (c + st) % d, (c - st) % d}
+            if not left:
+                break
+            cands = {y for u in left for y in (u, (u - st) % d, (u + st) % d) if y in S[t + 1]}
+            c = max(cands, key=lambda y: (sum(1 for x in (y, (y + st) % d, (y - st) % d) if x in left),
+                                          -_near(y, d), -y))
+        for j in sorted(held - keep):
+            a = min((a for a in (1, -1) if (j - a * st) % d in keep), key=lambda a: (_near((j - a * st) % d, d), -a))
+            first[j] = (t, a)
+        held = keep
+    if held != {0}:
+        raise AssertionError(f"trivance cover paths on {d} end holding {sorted(held)}")
+    return first
+
+
+def _latest_paths(d: int, s: tuple[int, ...]) -> dict[int, tuple[int, int]]:
+    """Paths built from the owner back: each offset moves first at the latest step that can take it.
+
+    The offsets reaching the owner at the last step are ``±s_{L−1}``, those one
+    step earlier add ``±s_{L−2}``, and so on; an offset keeps the first path
+    found (fewest hops among those found at one step). Every offset is reached
+    because ``s_{L−1}`` lies between ``⌈(d − 3^{L−1})/2⌉`` and ``3^{L−1}``.
+    """
     hops: dict[int, int] = {0: 0}
     first: dict[int, tuple[int, int]] = {}
     for t in reversed(range(len(s))):
-        dist = min(s[t] % d, -s[t] % d)
-        cands = sorted((hops[j] + dist, -a, j) for j in hops for a in (1, -1))
-        for h, na, j in cands:
+        dist = _near(s[t] % d, d)
+        for h, na, j in sorted((hops[j] + dist, -a, j) for j in hops for a in (1, -1)):
             child = (j - na * s[t]) % d  # j + a·s_t
             if child not in hops:
                 hops[child] = h
@@ -114,16 +186,19 @@ def trivance_paths(d: int) -> dict[int, tuple[int, int]]:
     return first
 
 
-@lru_cache(maxsize=256)
-def trivance_program(d: int) -> RingProgram:
-    """Build Trivance's reduce-scatter on a ring of ``d``: step ``t`` sends to ``c ± s_t`` (:func:`trivance_paths`)."""
-    s = trivance_distances(d)
+def _build(d: int, s: tuple[int, ...], paths: dict[int, tuple[int, int]]) -> RingProgram:
     rows: list[list[dict[int, int]]] = [[{} for _ in range(d)] for _ in s]
-    for j, (t, a) in trivance_paths(d).items():
+    for j, (t, a) in paths.items():
         for c in range(d):
             q = (c + a * s[t]) % d
             rows[t][c][q] = rows[t][c].get(q, 0) | (1 << ((c + j) % d))
     return _program(d, rows, "trivance")
+
+
+@lru_cache(maxsize=256)
+def trivance_program(d: int) -> RingProgram:
+    """Build Trivance's reduce-scatter on a ring of ``d``: step ``t`` sends to ``c ± s_t`` (:func:`trivance_paths`)."""
+    return _build(d, trivance_distances(d), trivance_paths(d))
 
 
 @lru_cache(maxsize=256)

@@ -174,3 +174,16 @@ def test_model_power_of_three(dims, bw_steps):
     assert r.Psi == pytest.approx(1.0, rel=1e-9)  # every one of the 2D ports busy, minimal bytes
     lat = analyze("trivance-lat", dims)
     assert lat.K == bw_steps // 2
+
+
+@pytest.mark.parametrize("d", [10, 16, 28, 64, 128])
+def test_cover_paths_shrink_the_data(d):
+    from swing_mpi.schedule.dimwise import ring_loads
+    from swing_mpi.schedule.trivance import _build, _cover_paths, _latest_paths
+
+    s = trivance_distances(d)
+    cover, latest = (sum(ring_loads(_build(d, s, f(d, s)))) for f in (_cover_paths, _latest_paths))
+    assert sum(ring_loads(trivance_program(d))) == min(cover, latest)
+    assert cover < latest  # where they differ, sending early is cheaper on these sides
+    held = [max(bin(trivance_program(d).held(c, t)).count("1") for c in range(d)) for t in range(len(s) + 1)]
+    assert held[1] <= 0.4 * d + 1 and all(a > b for a, b in zip(held, held[1:])), held  # most leaves at once
