@@ -187,3 +187,13 @@ def test_cover_paths_shrink_the_data(d):
     assert cover < latest  # where they differ, sending early is cheaper on these sides
     held = [max(bin(trivance_program(d).held(c, t)).count("1") for c in range(d)) for t in range(len(s) + 1)]
     assert held[1] <= 0.4 * d + 1 and all(a > b for a, b in zip(held, held[1:])), held  # most leaves at once
+
+
+@pytest.mark.parametrize("dims", [(8, 8), (10, 4), (9, 9)], ids=lambda d: "x".join(map(str, d)))
+def test_model_symmetry_shortcut_is_exact(dims):
+    # the schedules are translates of each other (paths depend on offsets only): parity or periodic covers them
+    for alg in ("trivance-bw", "trivance-lat"):
+        short, full = analyze(alg, dims), analyze(alg, dims, symmetry="full")
+        assert (short.K, short.Psi, short.Xi_routed, short.Xi_distance) == \
+            pytest.approx((full.K, full.Psi, full.Xi_routed, full.Xi_distance), rel=1e-12)
+    assert analyze("trivance-bw", dims).symmetry in ("parity", "periodic")
