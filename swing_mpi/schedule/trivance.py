@@ -26,24 +26,13 @@ Algorithm:
     distances negated), so at every step each dimension carries two lanes,
     each on both of its ports: all ``2D`` ports busy.
 
-    ``trivance-lat`` sends the whole vector every step, one lane. Exact ops
-    (integers, bitwise, logical, MIN/MAX on integers): every rank sends its
-    partial to both peers and reduces both partials it receives; on a side
-    of ``3^L`` (or 2) the three windows are disjoint, so nothing is counted
-    twice. Sides that are not powers of three are first folded inside their
-    own dimension to ``3^m ≤ d`` (up to two extra nodes onto one, in one
-    step) and unfolded at the end, two steps more per such side. Inexact ops
-    (floating-point SUM, user ops) gather the contributions the peers lack
-    along the same peers and every rank combines all ``p`` in rank order,
-    as ``swing-lat`` does: bit-identical on all ranks.
+    ``trivance-lat``, the whole vector every step: :mod:`.trivance_lat`.
 
 Restrictions:
     Commutative ops (the API sends non-commutative ones to ``recdoub``).
 
 Cost (n bytes, D dims, ``L_k = ⌈log3 d_k⌉``):
-    trivance-bw:  2·Σ L_k·α + 2·n·(p−1)/p·β/(2D)·Ξ + n·(p−1)/p·γ
-    trivance-lat: Σ L_k·α + n·Σ L_k·β + 2·n·Σ L_k·γ   (exact ops; each step n to each of two ports;
-                  2 steps and 2·n·β more per side that is not a power of three)
+    2·Σ L_k·α + 2·n·(p−1)/p·β/(2D)·Ξ + n·(p−1)/p·γ
 """
 
 from __future__ import annotations
@@ -53,8 +42,7 @@ from functools import lru_cache
 
 from ..blocks import split, split_range
 from ..topology import Torus
-from .base import COPY, REDUCE, Range, Schedule, Step, Transfer, merge_ranges, port_lanes
-from .blockset import bits
+from .base import Range, Schedule, port_lanes
 from .dimwise import (
     DimwiseLane,
     RingProgram,
@@ -67,7 +55,7 @@ from .dimwise import (
 )
 
 __all__ = ["log3_ceil", "trivance_distances", "trivance_paths", "trivance_program", "trivance_lane",
-           "build_trivance_bw", "build_trivance_lat", "is_power_of_three"]
+           "build_trivance_bw", "is_power_of_three"]
 
 
 def log3_ceil(d: int) -> int:
@@ -244,150 +232,3 @@ def build_trivance_bw(rank: int, dims: tuple[int, ...], count: int, *, algorithm
     meta: dict[str, object] = {"blocks": tuple(placed), "owned": tuple(placed),
                                "programs": (kinds,) * len(out_lanes)}
     return Schedule(algorithm, rank, p, count, dims, tuple(out_lanes), tuple(names), meta)
-
-
-def _ring_peers(c: int, d: int, t: int) -> list[int]:
-    """Distinct coordinates ``c ± s_t`` on a ring of ``d`` (``+`` first; one where they coincide)."""
-    s = trivance_distances(d)[t]
-    out = [(c + s) % d]
-    if (c - s) % d != out[0]:
-        out.append((c - s) % d)
-    return out
-
-
-@lru_cache(maxsize=64)
-def _fold_plan(dims: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[tuple[tuple[int, int], ...], ...]]:
-    """Per side that is not a power of three (nor 2): ``(source, target)`` pairs folding it onto ``3^m ≤ d``.
-
-    Coordinate ``c ≥ 3^m`` folds onto ``c mod 3^m`` (a target takes at most
-    two sources, one step); only ranks inside the sides folded before take part.
-    """
-    torus = Torus(dims)
-    virt = tuple(d if d <= 2 or is_power_of_three(d) else 3 ** (log3_ceil(d) - 1) for d in dims)
-    plan: list[tuple[tuple[int, int], ...]] = []
-    done: list[int] = []
-    for k, (d, v) in enumerate(zip(dims, virt)):
-        if d == v:
-            continue
-        pairs = []
-        for x in range(torus.size):
-            c = torus.coords(x)
-            if c[k] >= v and all(c[j] < virt[j] for j in done):
-                tgt = list(c)
-                tgt[k] %= v
-                pairs.append((x, torus.rank(tgt)))
-        plan.append(tuple(pairs))
-        done.append(k)
-    return virt, tuple(plan)
-
-
-@lru_cache(maxsize=64)
-def _core(dims: tuple[int, ...], virt: tuple[int, ...]) -> tuple[tuple[tuple[int, ...] | None, ...], ...]:
-    """Per core step: the peers of every rank inside ``virt`` (``None`` outside), ``+`` peer first."""
-    torus = Torus(dims)
-    inside = [all(c < v for c, v in zip(torus.coords(x), virt)) for x in range(torus.size)]
-    rows = []
-    for k, t in interleave([log3_ceil(v) for v in virt], 0):
-        row: list[tuple[int, ...] | None] = []
-        for x in range(torus.size):
-            if not inside[x]:
-                row.append(None)
-                continue
-            c = list(torus.coords(x))
-            peers = []
-            for qc in _ring_peers(c[k], virt[k], t):
-                cc = list(c)
-                cc[k] = qc
-                peers.append(torus.rank(cc))
-            row.append(tuple(peers))
-        rows.append(tuple(row))
-    return tuple(rows)
-
-
-@lru_cache(maxsize=64)
-def _gather_plan(dims: tuple[int, ...]) -> tuple[tuple[tuple[dict[int, int], dict[int, int]], ...], ...]:
-    """Contributions form: per core step and rank, ``(sends, receives)`` as ``{peer: contributions}``.
-
-    A rank receives from its ``+`` peer what it lacks, then from its ``−``
-    peer what it still lacks, so no contribution arrives twice.
-    """
-    core = _core(dims, dims)
-    p = len(core[0]) if core else 1
-    have = [1 << x for x in range(p)]
-    plan = []
-    for row in core:
-        out: list[dict[int, int]] = [{} for _ in range(p)]
-        inc: list[dict[int, int]] = [{} for _ in range(p)]
-        new = list(have)
-        for x in range(p):
-            got = have[x]
-            for q in row[x] or ():
-                m = have[q] & ~got
-                if m:
-                    out[q][x] = inc[x][q] = m
-                    got |= m
-            new[x] = got
-        plan.append(tuple(zip(out, inc)))
-        have = new
-    if any(h != (1 << p) - 1 for h in have):
-        raise AssertionError("trivance-lat contributions do not reach every rank")
-    return tuple(plan)
-
-
-def build_trivance_lat(rank: int, dims: tuple[int, ...], count: int, *, exact: bool = True,
-                       algorithm: str = "trivance-lat") -> Schedule:
-    """Latency-optimal Trivance: one lane, the whole vector (or the missing contributions) each step.
-
-    ``exact=True``: partials to and from both peers, reduced (sides not powers
-    of three folded first). ``exact=False``: contributions gathered along the
-    same peers, then combined in rank order on every rank (``p`` slots).
-    """
-    torus = Torus(dims)
-    p = torus.size
-    dims = torus.dims
-    if p == 1:
-        return Schedule(algorithm, rank, p, count, dims, (), (), {})
-    n = count
-    whole = ((0, n),) if n else ()
-
-    def port(q: int) -> int | None:
-        return torus.port_towards(rank, q)
-
-    if exact:
-        virt, folds = _fold_plan(dims)
-        fold: list[Step] = []
-        unfold: list[Step] = []
-        for pairs in folds:
-            tr: list[Transfer] = []
-            back: list[Transfer] = []
-            for src, tgt in pairs:
-                if rank == src:
-                    tr.append(Transfer(tgt, whole, (), REDUCE, False, port(tgt)))
-                    back.append(Transfer(tgt, (), whole, COPY, False, port(tgt)))
-                elif rank == tgt:
-                    tr.append(Transfer(src, (), whole, REDUCE, False, port(src)))
-                    back.append(Transfer(src, whole, (), COPY, False, port(src)))
-            fold.append(Step(tuple(tr), "fold"))
-            unfold.append(Step(tuple(back), "unfold"))
-        unfold.reverse()
-        steps_core = []
-        for row in _core(dims, virt):
-            peers = row[rank]
-            steps_core.append(Step(tuple(Transfer(q, whole, whole, REDUCE, False, port(q)) for q in peers or ()),
-                                   "exchange"))
-        return Schedule(algorithm, rank, p, count, dims, (tuple(fold + steps_core + unfold),), ("whole",), {})
-
-    plan = _gather_plan(dims)
-
-    def slots(mask: int) -> tuple[Range, ...]:
-        return merge_ranges([(b * n, (b + 1) * n) for b in bits(mask)])
-
-    steps: list[Step] = []
-    for moves in plan:
-        out, inc = moves[rank]
-        tr = [Transfer(q, slots(out.get(q, 0)), slots(inc.get(q, 0)), COPY, False, port(q))
-              for q in sorted(set(out) | set(inc)) if n]
-        steps.append(Step(tuple(tr), "exchange"))
-    steps.append(Step((), "combine", combine=True))
-    return Schedule(algorithm, rank, p, count, dims, (tuple(steps),), ("contributions",),
-                    {"form": "contributions"}, slots=p, input_slot=rank, result_slot=p - 1)

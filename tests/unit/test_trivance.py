@@ -122,9 +122,28 @@ def test_lanes_run_negated_distances():
                     set(m.sends[t][(-c) % d])
 
 
+def _lat_side_steps(d: int) -> int:
+    """Exact form: ``a + b`` window steps on ``d = 2^a·3^b`` unless the fold onto ``3^m ≤ d`` is shorter."""
+    m = 0
+    while 3 ** (m + 1) <= d:
+        m += 1
+    fold = m + 2 if d > 3 ** m else m
+    a = b = 0
+    rest = d
+    while rest % 2 == 0:
+        rest, a = rest // 2, a + 1
+    while rest % 3 == 0:
+        rest, b = rest // 3, b + 1
+    return min(a + b, fold) if rest == 1 else fold
+
+
 def _lat_steps(dims) -> int:
-    folded = sum(1 for d in dims if d > 2 and not is_power_of_three(d))
-    return sum(log3_ceil(d if d <= 2 or is_power_of_three(d) else 3 ** (log3_ceil(d) - 1)) for d in dims) + 2 * folded
+    return sum(_lat_side_steps(d) for d in dims)
+
+
+def test_lat_side_steps():
+    assert [_lat_side_steps(d) for d in (2, 3, 4, 5, 6, 8, 9, 10, 12, 16, 27, 64, 81)] == \
+        [1, 1, 2, 3, 2, 3, 2, 4, 3, 4, 3, 5, 4]
 
 
 @pytest.mark.parametrize("dims", [(d,) for d in RINGS] + SHAPES, ids=lambda d: "x".join(map(str, d)))
@@ -197,3 +216,15 @@ def test_model_symmetry_shortcut_is_exact(dims):
         assert (short.K, short.Psi, short.Xi_routed, short.Xi_distance) == \
             pytest.approx((full.K, full.Psi, full.Xi_routed, full.Xi_distance), rel=1e-12)
     assert analyze("trivance-bw", dims).symmetry in ("parity", "periodic")
+
+
+def test_lat_exact_doubles_on_sides_of_two_and_three():
+    # 4x4: two two-way steps per side (distance 1 then 2), no fold: as many steps as swing-lat
+    s = build_schedule("trivance-lat", (4, 4), 5, 7)
+    assert s.nsteps == 4 == build_schedule("swing-lat", (4, 4), 5, 7).nsteps
+    for st in s.lanes[0]:
+        sends = [t for t in st.transfers if t.send]
+        recvs = [t for t in st.transfers if t.recv]
+        assert len(sends) == len(recvs) == 1 and st.phase == "exchange"
+    # 6: one three-way step, then one two-way step
+    assert build_schedule("trivance-lat", (6,), 0, 3).nsteps == 2
