@@ -65,6 +65,12 @@ ALGORITHMS: dict[str, AlgorithmInfo] = {
         AlgorithmInfo("swing-lat", ".swing:build_swing_lat", True, "latency",
                       "Swing, whole vector every step; sides folded to powers of two",
                       uses_exact=True),
+        AlgorithmInfo("trivance-bw", ".trivance:build_trivance_bw", True, "bandwidth",
+                      "Trivance reduce-scatter + all-gather, both peers at distance 3^k each step, "
+                      "on all 2D ports (plain + mirrored)", collectives=HALVES),
+        AlgorithmInfo("trivance-lat", ".trivance_lat:build_trivance_lat", True, "latency",
+                      "Trivance, whole vector to both peers at distance 3^k each step; "
+                      "other sides doubled or folded to powers of three", uses_exact=True),
         AlgorithmInfo("recdoub", ".recdoub:build_recdoub", False, "latency",
                       "recursive doubling (XOR peers), rank-order operands, MPICH fold"),
         AlgorithmInfo("rabenseifner", ".rabenseifner:build_rabenseifner", True, "bandwidth",
