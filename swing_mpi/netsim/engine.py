@@ -7,9 +7,11 @@ Algorithm:
 
     1. Posting step ``k`` at time ``t`` starts each of its messages after
        that message's route latency (``hops·(link + hop)``; see below).
-    2. Step ``k`` is complete when it was posted and every message addressed
+    2. Step ``k`` is complete when it was posted, every message addressed
        to it has arrived (messages may arrive before it is posted: they wait,
-       as an eager MPI message does). Sends are not waited for.
+       as an unexpected MPI message does) and, with ``wait_sends`` (the
+       default), its own messages have been delivered: the executor waits for
+       all requests of a step, and a large send completes on delivery.
     3. Then the agent reduces what it received (``γ`` per byte of its
        ``REDUCE`` receives) and pays ``α`` to post its next step that moves
        anything (steps with no message for it are skipped, no ``α``). The
@@ -74,6 +76,8 @@ class EngineInput:
     reduce_bytes: np.ndarray
     """``[lane, step, rank]`` bytes reduced when the step's receives are in."""
     routes: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
+    wait_sends: bool = True
+    """Whether a step also waits for its own sends to be delivered (else for its receives only)."""
     """Explicit networks: ``(src, dst, offsets, links)``: route ``i`` is ``links[offsets[i]:offsets[i+1]]``."""
 
 
@@ -133,6 +137,7 @@ def run_engine(inp: EngineInput) -> dict[str, object]:
     p = len(hosts)
     L, S = inp.nlanes, inp.nsteps
     alpha, gamma, shared = inp.alpha_s, inp.gamma_s_per_byte, inp.cpu == "rank"
+    wait_sends = inp.wait_sends
 
     # per (lane, step): messages grouped by sender, receive counts per receiver
     first: dict[tuple[int, int], list[int]] = {}
@@ -148,8 +153,9 @@ def run_engine(inp: EngineInput) -> dict[str, object]:
         first[key] = np.searchsorted(src, np.arange(p + 1)).tolist()
         src_l[key], dst_l[key], byt_l[key], lat_l[key] = src.tolist(), dst.tolist(), nb.tolist(), lat.tolist()
         cnt = np.bincount(dst, minlength=p)
-        left[key] = cnt.tolist()
-        active[key[0], key[1]] = (cnt > 0) | (np.bincount(src, minlength=p) > 0)
+        sent = np.bincount(src, minlength=p)
+        left[key] = (cnt + sent).tolist() if inp.wait_sends else cnt.tolist()
+        active[key[0], key[1]] = (cnt > 0) | (sent > 0)
     red = (inp.reduce_bytes * gamma).tolist() if gamma else None
     nxt = np.full((L, S + 1, p), -1, dtype=np.int64)  # next active step at or after k
     for k in range(S - 1, -1, -1):
@@ -217,13 +223,13 @@ def run_engine(inp: EngineInput) -> dict[str, object]:
 
     def arrive(ln: int, k: int, i: int, now: float) -> None:
         key = (ln, k)
-        d = dst_l[key][i]
         cnt = left[key]
-        cnt[d] -= 1
-        if cnt[d] == 0:
-            a = d * L + ln
-            if cur[a] == k and posted[a]:
-                complete(d, ln, k, now)
+        for d in ((dst_l[key][i], src_l[key][i]) if wait_sends else (dst_l[key][i],)):
+            cnt[d] -= 1
+            if cnt[d] == 0:
+                a = d * L + ln
+                if cur[a] == k and posted[a]:
+                    complete(d, ln, k, now)
 
     def run_due(t: float) -> None:
         """Run every pending action due at ``t`` (the earliest), including those they add at ``t``."""

@@ -112,6 +112,10 @@ class SimParams:
     """Whether the α and γ of one rank's lanes overlap (``lane``) or serialize (``rank``): :data:`CPU_MODELS`."""
     itemsize: int = 4
     """Bytes per element (the vector's datatype); sizes must be a whole number of elements."""
+    wait_sends: bool = True
+    """A step ends when its receives are in and its own sends delivered (the executor's wait for every
+    request of the step); ``False``: when its receives are in (sends left in flight, eager)."""
+    """Bytes per element (the vector's datatype); sizes must be a whole number of elements."""
 
     def __post_init__(self) -> None:
         """Check every field."""

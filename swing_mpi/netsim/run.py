@@ -30,7 +30,7 @@ from .params import SimParams
 from .result import SimResult
 from .traffic import Messages, read_messages
 
-__all__ = ["simulate", "EXACT_LIMIT"]
+__all__ = ["simulate", "simulate_transfers", "EXACT_LIMIT"]
 
 EXACT_LIMIT = 64
 """Counts below this many times the build count (and not a multiple of it) are built for their own count."""
@@ -88,7 +88,8 @@ def simulate(algorithm: str, dims: str | Sequence[int], nbytes: int, *, params: 
         off = np.searchsorted(mi, np.arange(pairs.shape[1] + 1))
         routes = (pairs[0], pairs[1], off, li)
     inp = EngineInput(params.network, dims_t, params.link_bytes_per_s, params.alpha_s, params.gamma_s_per_byte,
-                      params.cpu, msgs.nlanes, msgs.nsteps, steps, msgs.reduce * per_elem, routes)
+                      params.cpu, msgs.nlanes, msgs.nsteps, steps, msgs.reduce * per_elem, routes,
+                      params.wait_sends)
     out = run_in_child(inp)
     lane_ends = out["lane_step_end"]
     assert isinstance(lane_ends, list)
@@ -112,3 +113,36 @@ def simulate(algorithm: str, dims: str | Sequence[int], nbytes: int, *, params: 
                      int(out["simulated_messages"]), exact, msgs.count,  # type: ignore[call-overload]
                      msgs.symmetry, time.perf_counter() - t0, float(out["wall_s"]),  # type: ignore[arg-type]
                      {"instants": out["instants"]})
+
+
+def simulate_transfers(dims: str | Sequence[int], steps: dict[tuple[int, int], Sequence[tuple[int, int, int]]], *,
+                       params: SimParams | None = None, reduce_bytes: dict[tuple[int, int, int], float] | None = None
+                       ) -> dict[str, object]:
+    """Simulate hand-written messages: ``{(lane, step): [(src, dst, nbytes), …]}`` (for tests and small studies).
+
+    ``reduce_bytes``: ``{(lane, step, rank): bytes}`` reduced when that step's receives are in.
+    Returns the engine's raw result (``time_s``, ``lane_step_end``, …).
+    """
+    params = params or SimParams()
+    dims_t = parse_dims(dims)
+    p = math.prod(dims_t)
+    net = Network(params.network, dims_t)
+    nl = 1 + max((lane for lane, _ in steps), default=0)
+    ns = 1 + max((k for _, k in steps), default=0)
+    arrays: dict[tuple[int, int], tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
+    for key, msgs in steps.items():
+        if not msgs:
+            continue
+        src, dst, nb = (np.array(col, dtype=np.int64) for col in zip(*msgs))
+        arrays[key] = (src, dst, nb, net.hops(src, dst) * params.per_link_s)
+    red = np.zeros((nl, ns, p))
+    for (lane, k, r), b in (reduce_bytes or {}).items():
+        red[lane, k, r] = b
+    routes = None
+    if params.network != "torus" and arrays:
+        pairs = np.unique(np.concatenate([np.stack([s[0], s[1]]) for s in arrays.values()], axis=1), axis=1)
+        mi, li = net.links(pairs[0], pairs[1])
+        routes = (pairs[0], pairs[1], np.searchsorted(mi, np.arange(pairs.shape[1] + 1)), li)
+    return run_in_child(EngineInput(params.network, dims_t, params.link_bytes_per_s, params.alpha_s,
+                                    params.gamma_s_per_byte, params.cpu, nl, ns, arrays, red, routes,
+                                    params.wait_sends))
