@@ -12,6 +12,7 @@ import importlib.machinery
 import importlib.util
 import os
 import sys
+from functools import lru_cache
 from pathlib import Path
 from types import ModuleType
 
@@ -74,11 +75,12 @@ def load_simgrid() -> ModuleType:
         raise SimGridMissingError(f"SimGrid is not available: {e}; {INSTALL_HINT}") from None
 
 
+@lru_cache(maxsize=1)
 def simgrid_available() -> tuple[bool, str]:
     """Return ``(True, version)`` if SimGrid imports here, else ``(False, why and how to install it)``.
 
-    Checked in a child process: importing SimGrid sets process-wide state
-    (one engine per process), which the parent keeps clear of.
+    Checked once, in a child process: importing SimGrid sets process-wide
+    state (one engine per process), which the parent keeps clear of.
     """
     import subprocess
 

@@ -151,3 +151,45 @@ def test_bad_input():
     with pytest.raises(ValueError, match="no reduce_scatter"):
         simulate("recdoub", (4, 4), 1024, collective="reduce_scatter")
     assert simulate("swing-bw", (4, 4), 0).time_s == 0.0
+
+
+def test_command(tmp_path, capsys):
+    import json
+
+    from swing_mpi.cli import main
+
+    csv = tmp_path / "out.csv"
+    assert main(["simulate", "--dims", "4x4", "--sizes", "1K,1M", "--algorithms", "swing-bw,bucket",
+                 "--link", "40M", "--alpha", "0", "--json", "--csv", str(csv)]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(r["algorithm"], r["bytes"]) for r in rows] == [("swing-bw", 1024), ("bucket", 1024),
+                                                            ("swing-bw", 1 << 20), ("bucket", 1 << 20)]
+    for r in rows:
+        assert {"algorithm", "bytes", "time_s", "goodput_bytes_per_s", "network", "dims"} <= set(r)
+        assert r["dims"] == "4x4" and r["network"] == "torus" and r["link_bps"] == 40e6
+    assert len(csv.read_text().splitlines()) == 5
+    assert main(["simulate", "--dims", "4x4", "--sizes", "1K", "--algorithms", "swing-bw,bucket"]) == 0
+    out = capsys.readouterr().out
+    assert "goodput" in out and "swing-bw" in out and "x" in out
+    assert main(["simulate", "--dims", "4x4", "--algorithms", "nope"]) == 2
+    assert "unknown algorithm" in capsys.readouterr().err
+    assert main(["simulate", "--dims", "4x4", "--link", "fast"]) == 2
+    assert main(["simulate", "--dims", "4x4", "--sizes", "3"]) == 2
+    assert main(["simulate", "--dims", "4x4", "--alpha", "soon"]) == 2
+
+
+def test_parse_rate_and_presets(tmp_path, monkeypatch):
+    import json
+
+    from swing_mpi.netsim import PRESETS, PresetError
+    from swing_mpi.netsim.cli import parse_rate
+
+    assert parse_rate("400G") == 400e9 and parse_rate("40M") == 40e6 and parse_rate("1.5e9") == 1.5e9
+    assert PRESETS["c"] == (1.5e-6, 0.0)
+    monkeypatch.setenv("SWING_MPI_ENGINE_COSTS", str(tmp_path / "none.json"))
+    with pytest.raises(PresetError, match="never measured"):
+        PRESETS["engine"]
+    (tmp_path / "e.json").write_text(json.dumps({"alpha_s": 9e-5, "gamma_s_per_byte": 6e-11}))
+    monkeypatch.setenv("SWING_MPI_ENGINE_COSTS", str(tmp_path / "e.json"))
+    assert PRESETS["engine"] == (9e-5, 6e-11)
+    assert SimParams.preset("engine").cpu == "rank" and SimParams.preset("c").cpu == "lane"
