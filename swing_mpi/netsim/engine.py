@@ -314,7 +314,12 @@ def run_in_child(inp: EngineInput) -> dict[str, object]:
     import multiprocessing as mp
 
     methods = mp.get_all_start_methods()
-    ctx = mp.get_context("fork" if "fork" in methods else "spawn")
+    fork = "fork" in methods
+    if fork:  # load the module (seconds of dynamic linking) once, here; each child then only makes its engine
+        from .sgload import load_simgrid
+
+        load_simgrid()
+    ctx = mp.get_context("fork" if fork else "spawn")
     parent, child = ctx.Pipe(duplex=False)
     proc = ctx.Process(  # type: ignore[attr-defined]
         target=_child, args=(child, inp), daemon=True)
