@@ -1,0 +1,111 @@
+"""Shared helpers of benchmarks/scale.py and benchmarks/validate_lab.py: one simulation per child process.
+
+SimGrid allows one engine per process, and a child per point also gives each
+point its own peak memory (``ru_maxrss``) and a timeout that can kill it.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import resource
+import time
+import traceback
+from typing import Any
+
+__all__ = ["simulate_point", "engine_costs", "preset_costs", "messages", "parse_dims"]
+
+
+def parse_dims(text: str) -> tuple[int, ...]:
+    """``"64x64"`` -> ``(64, 64)``."""
+    return tuple(int(x) for x in text.lower().split("x"))
+
+
+def engine_costs() -> dict[str, float]:
+    """Return the ``engine`` preset's measured costs (``swing-mpi probe``; see swing_mpi/probe.py)."""
+    from swing_mpi.probe import load_engine_costs
+
+    c = load_engine_costs()
+    return {"alpha_s": c.alpha_s, "alpha_lane_s": c.alpha_lane_s, "gamma_s_per_byte": c.gamma_s_per_byte,
+            "c_gamma_s_per_byte": c.c_gamma_s_per_byte or 0.0, "source": c.source}  # type: ignore[dict-item]
+
+
+def preset_costs(preset: str) -> tuple[float, float]:
+    """Return (alpha_s, gamma_s_per_byte) of ``c``, ``engine``, or a number of seconds per step (gamma 0)."""
+    from swing_mpi.probe import C_ALPHA_S
+
+    e = engine_costs()
+    if preset == "c":
+        return C_ALPHA_S, float(e["c_gamma_s_per_byte"])
+    if preset == "engine":
+        return float(e["alpha_s"]), float(e["gamma_s_per_byte"])
+    return float(preset), 0.0
+
+
+def messages(algorithm: str, dims: tuple[int, ...]) -> int:
+    """Messages of one run of ``algorithm`` on ``dims`` (a rank's sends times p): the simulation's work.
+
+    Ring, Hamiltonian rings and bucket by their step counts (building their
+    schedules at 16,384 ranks takes longer than the estimate is worth); any
+    other algorithm from rank 0's schedule.
+    """
+    from math import prod
+
+    from swing_mpi.schedule import build_schedule
+
+    p = prod(dims)
+    active = [d for d in dims if d > 1]
+    lanes = 2 * len(active) if any(d > 2 for d in active) else len(active)
+    if algorithm == "ring":
+        return p * 2 * (p - 1)
+    if algorithm == "hamiltonian":
+        return p * lanes * 2 * (p - 1)
+    if algorithm == "bucket":
+        return p * lanes * 2 * sum(d - 1 for d in active)
+    s = build_schedule(algorithm, dims, 0, max(p * 64, 1 << 16))
+    return p * sum(1 for lane in s.lanes for st in lane for t in st.transfers if t.send)
+
+
+def _child(conn: Any, kwargs: dict[str, Any]) -> None:
+    try:
+        from swing_mpi.netsim import SimParams, simulate
+
+        t0 = time.perf_counter()
+        params = SimParams(**kwargs.pop("params"))
+        r = simulate(kwargs.pop("algorithm"), tuple(kwargs.pop("dims")), kwargs.pop("nbytes"), params=params,
+                     **kwargs)
+        wall = time.perf_counter() - t0
+        out = {"time_s": r.time_s, "goodput_bytes_per_s": r.goodput_bytes_per_s, "wall_s": wall,
+               "peak_rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}
+        for extra in ("peak_goodput_bytes_per_s", "steps", "model", "network_model"):
+            v = getattr(r, extra, None)
+            if isinstance(v, (int, float, str)):
+                out[extra] = v
+        conn.send(out)
+    except BaseException as e:  # report, do not hang the parent
+        conn.send({"error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc(limit=3)})
+    finally:
+        conn.close()
+
+
+def simulate_point(algorithm: str, dims: tuple[int, ...], nbytes: int, params: dict[str, Any], *,
+                   timeout: float = 600.0, **options: Any) -> dict[str, Any]:
+    """Run one simulation in a fresh child process; return its result fields, or ``{"error": ...}``."""
+    ctx = mp.get_context("fork")
+    recv, send = ctx.Pipe(duplex=False)
+    kwargs = {"algorithm": algorithm, "dims": list(dims), "nbytes": int(nbytes), "params": dict(params), **options}
+    proc = ctx.Process(target=_child, args=(send, kwargs), daemon=True)
+    proc.start()
+    send.close()
+    out: dict[str, Any]
+    if recv.poll(timeout):
+        try:
+            out = recv.recv()
+        except EOFError:
+            out = {"error": "the simulation process died"}
+    else:
+        out = {"error": f"timeout after {timeout:.0f} s"}
+        proc.kill()
+    proc.join(5)
+    if proc.exitcode not in (0, None) and "error" not in out:
+        out["error"] = f"exit code {proc.exitcode}"
+    return out
