@@ -2,23 +2,27 @@
 
 Run under mpiexec with 2 ranks on the machine whose costs you want::
 
-    mpiexec -n 2 python -m mpi4py -m swing_mpi probe            # writes ~/.config/swing_mpi/engine.json
+    mpiexec -n 2 python -m mpi4py -m swing_mpi probe            # writes ~/.config/swing_mpi/engine_costs.json
     mpiexec -n 2 python -m mpi4py -m swing_mpi probe --out costs.json --repeats 9
 
 What it measures (rank 0 prints it and writes the JSON file):
 
-* ``alpha_s``: the executor's fixed cost of one step of one lane: post the
-  step's Irecv/Isend, wait for them, apply the received data, bookkeeping.
-  Two synthetic schedules between the 2 ranks, 1 step and ``--steps`` steps,
-  each step exchanging one float64 (REDUCE), run through
+* ``alpha_1lane_s``: the executor's fixed cost of one step of one lane: post
+  the step's Irecv/Isend, wait for them, apply the received data,
+  bookkeeping. Two synthetic schedules between the 2 ranks, 1 step and
+  ``--steps`` steps, each step exchanging one float64 (REDUCE), run through
   :class:`swing_mpi.executor.Plan` as an allreduce would be; the cost per step
   is the difference of their medians divided by the extra steps (so the
   per-call constant cancels). It includes the MPI library's own latency over
   shared memory (``mpi_step_s`` reports that part alone: the same steps as
   bare ``Sendrecv`` calls).
-* ``alpha_lane_s``: what each further lane adds to a step (the same with
-  ``--lanes`` lanes in lockstep, as on a torus: 2D lanes, each on its own port),
-  per lane.
+* ``alpha_s``: the same with ``--lanes`` lanes in lockstep (default 4, a 2D
+  torus: each lane on its own port), divided by the lanes: the cost of one
+  lane's step when one CPU serializes a rank's lanes, as the executor does
+  (the simulator's ``engine`` preset charges it per lane and step, lanes in
+  series). Several lanes go through the executor's general progress loop,
+  which costs more per lane than the one-lane fast path.
+* ``alpha_lane_s``: what each further lane adds to a step.
 * ``gamma_s_per_byte``: the executor's float64 SUM reduction kernel per byte,
   both ranks reducing at once (:func:`swing_mpi.calibrate.measure_gamma`).
 * ``c_gamma_s_per_byte``: numpy's ``add`` per byte on one rank alone (the
@@ -30,7 +34,7 @@ the machine's load average goes into the file, since another process on the
 cores inflates every number.
 
 :func:`load_engine_costs` is what the simulator's ``engine`` preset reads:
-``$SWING_MPI_ENGINE_COSTS`` if set, else ``~/.config/swing_mpi/engine.json``
+``$SWING_MPI_ENGINE_COSTS`` if set, else ``~/.config/swing_mpi/engine_costs.json``
 if it exists, else the built-in :data:`DEFAULT_ENGINE` (measured on the
 development machine; the file it came from is in
 ``benchmarks/results/scale/engine-probe.json``). ``--from-tuning`` writes the
@@ -59,27 +63,28 @@ C_ALPHA_S = 1.5e-6
 
 @dataclass(frozen=True)
 class EngineCosts:
-    """Measured software costs: per step (one lane), per further lane of a step, per reduced byte."""
+    """Measured software costs: per lane and step (lanes in series), per reduced byte, and the parts."""
 
     alpha_s: float
     gamma_s_per_byte: float
-    alpha_lane_s: float = 0.0
+    alpha_1lane_s: float | None = None
+    alpha_lane_s: float | None = None
     c_gamma_s_per_byte: float | None = None
     mpi_step_s: float | None = None
     source: str = "built-in"
     info: dict[str, Any] = field(default_factory=dict, compare=False)
 
 
-DEFAULT_ENGINE = EngineCosts(alpha_s=18.0e-6, gamma_s_per_byte=0.262e-9, alpha_lane_s=31.0e-6,
+DEFAULT_ENGINE = EngineCosts(alpha_s=27.8e-6, gamma_s_per_byte=0.262e-9, alpha_1lane_s=18.0e-6, alpha_lane_s=31.0e-6,
                              c_gamma_s_per_byte=0.180e-9, mpi_step_s=4.0e-6,
                              source="built-in (benchmarks/results/scale/engine-probe.json)")
 """The development machine's numbers (2 cores, MPICH over shared memory); see the module docstring."""
 
 
 def default_engine_path() -> Path:
-    """``$XDG_CONFIG_HOME/swing_mpi/engine.json`` (``~/.config/swing_mpi/engine.json``)."""
+    """``$XDG_CONFIG_HOME/swing_mpi/engine_costs.json`` (``~/.config/swing_mpi/engine_costs.json``)."""
     base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
-    return Path(base) / "swing_mpi" / "engine.json"
+    return Path(base) / "swing_mpi" / "engine_costs.json"
 
 
 def _from_dict(data: dict[str, Any], source: str) -> EngineCosts:
@@ -95,8 +100,9 @@ def _from_dict(data: dict[str, Any], source: str) -> EngineCosts:
         v = data.get(key)
         return None if v is None else float(v)
 
-    return EngineCosts(alpha_s=alpha, gamma_s_per_byte=gamma, alpha_lane_s=float(data.get("alpha_lane_s") or 0.0),
-                       c_gamma_s_per_byte=opt("c_gamma_s_per_byte"), mpi_step_s=opt("mpi_step_s"),
+    return EngineCosts(alpha_s=alpha, gamma_s_per_byte=gamma, alpha_1lane_s=opt("alpha_1lane_s"),
+                       alpha_lane_s=opt("alpha_lane_s"), c_gamma_s_per_byte=opt("c_gamma_s_per_byte"),
+                       mpi_step_s=opt("mpi_step_s"),
                        source=source, info=dict(data.get("info") or {}))
 
 
@@ -209,21 +215,21 @@ def probe(comm: Any, *, steps: int = 64, lanes: int = 4, repeats: int = 7, calls
         raise ValueError(f"the probe runs on exactly 2 ranks, not {comm.Get_size()}")
     if steps < 2 or lanes < 2:
         raise ValueError("--steps and --lanes must be at least 2")
-    calls_for = {1: _plan_call(comm, 1, 1), steps: _plan_call(comm, steps, 1)}
-    lanes_call = _plan_call(comm, steps, lanes)
+    one = {1: _plan_call(comm, 1, 1), steps: _plan_call(comm, steps, 1)}
+    many = {1: _plan_call(comm, 1, lanes), steps: _plan_call(comm, steps, lanes)}
     raw = {1: _sendrecv_call(comm, 1), steps: _sendrecv_call(comm, steps)}
-    for fn in (*calls_for.values(), lanes_call, *raw.values()):  # warm-up: plans, MPI connections, caches
+    for fn in (*one.values(), *many.values(), *raw.values()):  # warm-up: plans, MPI connections, caches
         _median_call(comm, fn, 3)
-    alpha, lane, mpi, gamma, cgamma = [], [], [], [], []
+    alpha, alpha1, lane, mpi, gamma, cgamma = [], [], [], [], [], []
     for _ in range(repeats):
-        t1 = _median_call(comm, calls_for[1], calls)
-        tk = _median_call(comm, calls_for[steps], calls)
-        tl = _median_call(comm, lanes_call, calls)
-        r1 = _median_call(comm, raw[1], calls)
-        rk = _median_call(comm, raw[steps], calls)
-        alpha.append((tk - t1) / (steps - 1))
-        lane.append((tl - tk) / steps / (lanes - 1))
-        mpi.append((rk - r1) / (steps - 1))
+        t = {(c, k): _median_call(comm, fns[k], calls) for c, fns in (("one", one), ("many", many), ("raw", raw))
+             for k in (1, steps)}
+        step1 = (t["one", steps] - t["one", 1]) / (steps - 1)
+        round_ = (t["many", steps] - t["many", 1]) / (steps - 1)
+        alpha1.append(step1)
+        alpha.append(round_ / lanes)
+        lane.append((round_ - step1) / (lanes - 1))
+        mpi.append((t["raw", steps] - t["raw", 1]) / (steps - 1))
         gamma.append(measure_gamma(comm, gamma_bytes, iters=5))
         comm.Barrier()
         c = _numpy_add_per_byte(gamma_bytes, 9) if comm.Get_rank() == 0 else 0.0
@@ -231,20 +237,21 @@ def probe(comm: Any, *, steps: int = 64, lanes: int = 4, repeats: int = 7, calls
     med = statistics.median
     load = os.getloadavg() if hasattr(os, "getloadavg") else None
     return {
-        "alpha_s": med(alpha), "alpha_lane_s": max(0.0, med(lane)), "gamma_s_per_byte": med(gamma),
+        "alpha_s": med(alpha), "alpha_1lane_s": med(alpha1), "alpha_lane_s": med(lane),
+        "gamma_s_per_byte": med(gamma),
         "c_gamma_s_per_byte": med(cgamma), "mpi_step_s": med(mpi),
         "info": {
-            "repeats": {"alpha_s": alpha, "alpha_lane_s": lane, "gamma_s_per_byte": gamma,
+            "repeats": {"alpha_s": alpha, "alpha_1lane_s": alpha1, "alpha_lane_s": lane, "gamma_s_per_byte": gamma,
                         "c_gamma_s_per_byte": cgamma, "mpi_step_s": mpi},
             "steps": steps, "lanes": lanes, "calls_per_repeat": calls, "gamma_bytes": gamma_bytes,
             "loadavg": list(load) if load else None, "cpus": os.cpu_count(),
             "wait_policy": os.environ.get("SWING_MPI_WAIT", "yield"),
             "measured": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "how": "alpha_s: (median call of a 1-lane schedule of `steps` one-element REDUCE steps - the same with 1 "
-                   "step) / (steps-1), through executor.Plan, 2 ranks; alpha_lane_s: the same with `lanes` lanes in "
-                   "lockstep, extra per lane per step; mpi_step_s: the same with bare Sendrecv; gamma_s_per_byte: "
-                   "calibrate.measure_gamma (both ranks at once); c_gamma_s_per_byte: numpy add on rank 0 alone; "
-                   "each the median of the repeats",
+            "how": "alpha_1lane_s: (median call of a 1-lane schedule of `steps` one-element REDUCE steps - the "
+                   "same with 1 step) / (steps-1), through executor.Plan, 2 ranks; alpha_s: the same with `lanes` "
+                   "lanes in lockstep, divided by `lanes`; alpha_lane_s: what each further lane adds to a step; "
+                   "mpi_step_s: the same with bare Sendrecv; gamma_s_per_byte: calibrate.measure_gamma (both ranks "
+                   "at once); c_gamma_s_per_byte: numpy add on rank 0 alone; each the median of the repeats",
         },
     }
 
@@ -255,7 +262,7 @@ def _from_tuning(path: str | None) -> dict[str, Any]:
     t = load_tuning(path)
     if t.source == "defaults":
         raise ValueError("no tuning file found (run `swing-mpi calibrate` first, or name one)")
-    return {"alpha_s": t.alpha, "alpha_lane_s": 0.0, "gamma_s_per_byte": t.gamma,
+    return {"alpha_s": t.alpha, "gamma_s_per_byte": t.gamma,
             "info": {"from_tuning": t.source, "how": "alpha fitted by swing-mpi calibrate over its measured points "
                      "(per step, network effects of that run included); gamma its measured reduction kernel"}}
 
@@ -264,9 +271,10 @@ def _from_tuning(path: str | None) -> dict[str, Any]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add ``swing-mpi probe``'s options."""
-    parser.add_argument("--out", default=None, help="JSON file to write (default ~/.config/swing_mpi/engine.json)")
+    parser.add_argument("--out", default=None,
+                        help="JSON file to write (default ~/.config/swing_mpi/engine_costs.json)")
     parser.add_argument("--steps", type=int, default=64, help="steps of the long chain (default 64)")
-    parser.add_argument("--lanes", type=int, default=4, help="lanes for the per-lane cost (default 4, a 2D torus)")
+    parser.add_argument("--lanes", type=int, default=4, help="lanes in lockstep for alpha_s (default 4, a 2D torus)")
     parser.add_argument("--repeats", type=int, default=7, help="rounds; each number is their median (default 7)")
     parser.add_argument("--calls", type=int, default=30, help="calls per schedule per round (default 30)")
     parser.add_argument("--gamma-mib", type=float, default=16, help="vector for the reduction cost (default 16 MiB)")
@@ -299,9 +307,13 @@ def run(args: argparse.Namespace) -> int:
             return 2
     if rank != 0:
         return 0
-    data.setdefault("info", {})["command"] = " ".join(["swing-mpi", "probe", *sys.argv[1:]]) if sys.argv else ""
-    print(f"alpha (per step, 1 lane)   {data['alpha_s'] * 1e6:9.2f} us")
-    print(f"alpha per further lane     {data['alpha_lane_s'] * 1e6:9.2f} us")
+    given = sys.argv[1:]
+    data.setdefault("info", {})["command"] = " ".join(["swing-mpi", *([] if given[:1] == ["probe"] else ["probe"]),
+                                                      *given])
+    print(f"alpha (per lane and step)  {data['alpha_s'] * 1e6:9.2f} us")
+    if data.get("alpha_1lane_s") is not None:
+        print(f"  a step of 1 lane alone   {data['alpha_1lane_s'] * 1e6:9.2f} us")
+        print(f"  each further lane        {data['alpha_lane_s'] * 1e6:9.2f} us")
     if data.get("mpi_step_s") is not None:
         print(f"bare MPI Sendrecv step     {data['mpi_step_s'] * 1e6:9.2f} us")
     print(f"gamma (engine, 2 ranks)    {data['gamma_s_per_byte'] * 1e9:9.4f} ns/B")

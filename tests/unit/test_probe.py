@@ -27,11 +27,11 @@ def test_load_engine_costs_precedence(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "cfg"))
     monkeypatch.delenv("SWING_MPI_ENGINE_COSTS", raising=False)
     assert load_engine_costs() == DEFAULT_ENGINE
-    default = tmp_path / "cfg" / "swing_mpi" / "engine.json"
+    default = tmp_path / "cfg" / "swing_mpi" / "engine_costs.json"
     default.parent.mkdir(parents=True)
     default.write_text(json.dumps({"alpha_s": 1e-5, "gamma_s_per_byte": 2e-10}))
     c = load_engine_costs()
-    assert (c.alpha_s, c.gamma_s_per_byte, c.alpha_lane_s, c.source) == (1e-5, 2e-10, 0.0, str(default))
+    assert (c.alpha_s, c.gamma_s_per_byte, c.alpha_lane_s, c.source) == (1e-5, 2e-10, None, str(default))
     env = tmp_path / "env.json"
     env.write_text(json.dumps({"alpha_s": 3e-5, "gamma_s_per_byte": 0, "alpha_lane_s": 1e-6}))
     monkeypatch.setenv("SWING_MPI_ENGINE_COSTS", str(env))
