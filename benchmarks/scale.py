@@ -5,8 +5,10 @@
     python benchmarks/scale.py --algorithms swing-bw,bucket --shapes 8x8 --sizes 32,1M --presets c
 
 Networks at 400 Gb/s, 100 ns per link, 300 ns per router hop (the paper's), both
-software-cost presets: ``c`` (1.5 us per step, numpy's add per byte as the C
-reduction) and ``engine`` (this library's measured costs, swing-mpi probe).
+software-cost presets (benchmarks/simrun.py: preset_params): ``c`` (1.5 us per
+step, no reduction cost: the paper's network-only setting), ``c-reduce`` (the
+same plus numpy's add per byte, the reduction a C MPI pays) and ``engine``
+(this library's measured costs, swing-mpi probe, a rank's lanes in series).
 ``--algorithms all`` (the default) is every algorithm registered when the
 runner starts, so algorithms merged later come in on the next run.
 
@@ -29,7 +31,7 @@ from math import prod
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from simrun import messages, parse_dims, preset_costs, simulate_point  # noqa: E402
+from simrun import messages, netsim_revision, parse_dims, preset_params, simulate_point  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "results" / "scale"
 KIB, MIB = 1 << 10, 1 << 20
@@ -38,19 +40,23 @@ SIZES_FULL = (32, 128, 512, 2 * KIB, 8 * KIB, 32 * KIB, 128 * KIB, 512 * KIB, 2 
 SIZES_MID = (32, 512, 8 * KIB, 128 * KIB, 2 * MIB, 32 * MIB, 128 * MIB, 512 * MIB)
 SIZES_FEW = (32, 32 * KIB, 2 * MIB, 128 * MIB, 512 * MIB)
 SIZES_TWO = (32 * KIB, 32 * MIB)
+ALL = None
+PAPER_ALGS = ("swing-bw", "swing-lat", "recdoub", "rabenseifner", "recdoub-mirrored", "swing-bw-1port")
 
-# (stage, network, shapes, sizes, presets, algorithms or None for all): the order points run in
+# (stage, network, shapes, sizes, presets, algorithms or ALL): the order points run in
 STAGES: list[tuple[str, str, tuple[str, ...], tuple[int, ...], tuple[str, ...], tuple[str, ...] | None]] = [
-    ("A", "torus", ("8x8",), SIZES_FULL, ("c", "engine"), None),
-    ("B", "torus", ("16x16", "32x32"), SIZES_MID, ("c",), None),
-    ("S", "torus", ("8x8", "16x16", "32x32", "64x64", "128x128"), (MIB,), ("c",), ("swing-bw",)),
-    ("C", "torus", ("64x16", "128x8", "256x4"), SIZES_MID, ("c",), None),
-    ("D", "torus", ("16x16", "32x32"), SIZES_FEW, ("engine",), None),
-    ("E", "torus", ("64x64", "16x16x16", "8x8x8x8"), SIZES_FEW, ("c",), None),
-    ("F", "hyperx", ("32x32",), SIZES_FEW, ("c",), None),
-    ("G", "torus", ("64x64", "16x16x16", "8x8x8x8"), SIZES_TWO, ("engine",), None),
-    ("H", "torus", ("128x128",), SIZES_TWO, ("c",), ("swing-bw", "swing-lat", "recdoub", "rabenseifner",
-                                                     "recdoub-mirrored", "swing-bw-1port")),
+    ("A", "torus", ("8x8",), SIZES_FULL, ("c",), ALL),
+    ("S", "torus", ("8x8", "16x16", "32x32", "64x64"), (MIB,), ("c",), ("swing-bw",)),
+    ("B", "torus", ("16x16",), SIZES_MID, ("c",), ALL),
+    ("A2", "torus", ("8x8",), SIZES_MID, ("engine", "c-reduce"), ALL),
+    ("B2", "torus", ("32x32",), SIZES_FEW, ("c",), ALL),
+    ("C", "torus", ("64x16", "128x8", "256x4"), SIZES_FEW, ("c",), ALL),
+    ("F", "hyperx", ("32x32",), SIZES_FEW, ("c",), ALL),
+    ("E", "torus", ("16x16x16", "8x8x8x8", "64x64"), SIZES_FEW, ("c",), ALL),
+    ("D", "torus", ("16x16", "32x32"), SIZES_FEW, ("engine", "c-reduce"), ALL),
+    ("S2", "torus", ("128x128",), (MIB,), ("c",), ("swing-bw",)),
+    ("G", "torus", ("64x64", "16x16x16", "8x8x8x8"), SIZES_TWO, ("engine", "c-reduce"), ALL),
+    ("H", "torus", ("128x128",), SIZES_TWO, ("c",), PAPER_ALGS),
 ]
 
 
@@ -82,6 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--link", type=float, default=400e9, help="bits/s per link direction (default 400e9)")
     ap.add_argument("--latency", type=float, default=100e-9, help="seconds per link (default 100e-9)")
     ap.add_argument("--hop", type=float, default=300e-9, help="seconds per router hop (default 300e-9)")
+    ap.add_argument("--itemsize", type=int, default=4, help="bytes per element (default 4: float32)")
     ap.add_argument("--max-messages", type=int, default=600_000, help="skip points moving more messages")
     ap.add_argument("--timeout", type=float, default=900, help="seconds per point")
     ap.add_argument("--out", default=str(OUT / "points.jsonl"), help="JSON lines file (appended)")
@@ -128,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"# {alg} on {shape}: {e}", file=sys.stderr)
                 msg_cache[mk] = -1
         m = msg_cache[mk]
-        alpha, gamma = preset_costs(preset)
+        costs = preset_params(preset)
         key = (network, "x".join(map(str, dims)), alg, n, preset, args.link, args.latency, args.hop)
         if key in seen or m < 0:
             continue
@@ -137,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
             skipped[(network, shape, alg)] = m
             continue
         if key not in done:
-            todo.append((pt, dims, m, alpha, gamma, key))
+            todo.append((pt, dims, m, costs, key))
     if args.list:
         for pt, _, m, *_ in todo:
             print(*pt, m)
@@ -153,14 +160,14 @@ def main(argv: list[str] | None = None) -> int:
         f"# {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n"
         + " ".join(shlex.quote(a) for a in ["python", *sys.argv]) + "\n")
     t_start = time.time()
-    for i, (pt, dims, m, alpha, gamma, key) in enumerate(todo):
+    rev = netsim_revision()
+    for i, (pt, dims, m, costs, key) in enumerate(todo):
         stage, network, shape, alg, n, preset = pt
-        params = {"link_bps": args.link, "latency_s": args.latency, "hop_s": args.hop, "alpha_s": alpha,
-                  "gamma_s_per_byte": gamma, "network": network}
+        params = {"link_bps": args.link, "latency_s": args.latency, "hop_s": args.hop, "network": network,
+                  "itemsize": args.itemsize, **costs}
         r = simulate_point(alg, dims, n, params, timeout=args.timeout)
-        rec = {"stage": stage, "network": network, "dims": key[1], "p": prod(dims), "algorithm": alg, "bytes": n,
-               "preset": preset, "alpha_s": alpha, "gamma_s_per_byte": gamma, "link_bps": args.link,
-               "latency_s": args.latency, "hop_s": args.hop, "messages": m, **r,
+        rec = {"stage": stage, "preset": preset, "messages_estimate": m, "netsim_rev": rev, **params, **r,
+               "network": network, "dims": key[1], "p": prod(dims), "algorithm": alg, "bytes": n,
                "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         with out.open("a") as f:
             f.write(json.dumps(rec) + "\n")

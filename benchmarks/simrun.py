@@ -12,7 +12,7 @@ import time
 import traceback
 from typing import Any
 
-__all__ = ["simulate_point", "engine_costs", "preset_costs", "messages", "parse_dims"]
+__all__ = ["simulate_point", "engine_costs", "preset_params", "messages", "parse_dims", "netsim_revision"]
 
 
 def parse_dims(text: str) -> tuple[int, ...]:
@@ -29,16 +29,25 @@ def engine_costs() -> dict[str, float]:
             "c_gamma_s_per_byte": c.c_gamma_s_per_byte or 0.0, "source": c.source}  # type: ignore[dict-item]
 
 
-def preset_costs(preset: str) -> tuple[float, float]:
-    """Return (alpha_s, gamma_s_per_byte) of ``c``, ``engine``, or a number of seconds per step (gamma 0)."""
+def preset_params(preset: str) -> dict[str, Any]:
+    """Software-cost fields of SimParams for a preset name, or a number of seconds per step (gamma 0).
+
+    ``c``: 1.5 us per step, no reduction cost, each lane on its own (the paper's
+    network-only setting, the simulator's own ``c`` preset). ``c-reduce``: the
+    same plus numpy's add per byte (a C loop, measured by swing-mpi probe),
+    what a C MPI pays to reduce. ``engine``: this library's measured costs, a
+    rank's lanes in series on one CPU.
+    """
     from swing_mpi.probe import C_ALPHA_S
 
     e = engine_costs()
     if preset == "c":
-        return C_ALPHA_S, float(e["c_gamma_s_per_byte"])
+        return {"alpha_s": C_ALPHA_S, "gamma_s_per_byte": 0.0, "cpu": "lane"}
+    if preset == "c-reduce":
+        return {"alpha_s": C_ALPHA_S, "gamma_s_per_byte": float(e["c_gamma_s_per_byte"]), "cpu": "lane"}
     if preset == "engine":
-        return float(e["alpha_s"]), float(e["gamma_s_per_byte"])
-    return float(preset), 0.0
+        return {"alpha_s": float(e["alpha_s"]), "gamma_s_per_byte": float(e["gamma_s_per_byte"]), "cpu": "rank"}
+    return {"alpha_s": float(preset), "gamma_s_per_byte": 0.0, "cpu": "lane"}
 
 
 def messages(algorithm: str, dims: tuple[int, ...]) -> int:
@@ -65,6 +74,19 @@ def messages(algorithm: str, dims: tuple[int, ...]) -> int:
     return p * sum(1 for lane in s.lanes for st in lane for t in st.transfers if t.send)
 
 
+def netsim_revision() -> str:
+    """Return a short hash of the simulator's source files: which version of it made a result."""
+    import hashlib
+    from pathlib import Path
+
+    import swing_mpi.netsim as ns
+
+    h = hashlib.sha256()
+    for f in sorted(Path(ns.__file__).parent.glob("*.py")):
+        h.update(f.read_bytes())
+    return h.hexdigest()[:12]
+
+
 def _child(conn: Any, kwargs: dict[str, Any]) -> None:
     try:
         from swing_mpi.netsim import SimParams, simulate
@@ -74,12 +96,11 @@ def _child(conn: Any, kwargs: dict[str, Any]) -> None:
         r = simulate(kwargs.pop("algorithm"), tuple(kwargs.pop("dims")), kwargs.pop("nbytes"), params=params,
                      **kwargs)
         wall = time.perf_counter() - t0
-        out = {"time_s": r.time_s, "goodput_bytes_per_s": r.goodput_bytes_per_s, "wall_s": wall,
-               "peak_rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}
-        for extra in ("peak_goodput_bytes_per_s", "steps", "model", "network_model"):
-            v = getattr(r, extra, None)
-            if isinstance(v, (int, float, str)):
-                out[extra] = v
+        out = dict(r.to_dict()) if hasattr(r, "to_dict") else {"time_s": r.time_s,
+                                                                 "goodput_bytes_per_s": r.goodput_bytes_per_s}
+        out.update({"wall_s": wall, "sim_wall_s": getattr(r, "sim_wall_s", None),
+                    "peak_rss_kib": max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+                                        resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)})
         conn.send(out)
     except BaseException as e:  # report, do not hang the parent
         conn.send({"error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc(limit=3)})
@@ -93,7 +114,7 @@ def simulate_point(algorithm: str, dims: tuple[int, ...], nbytes: int, params: d
     ctx = mp.get_context("fork")
     recv, send = ctx.Pipe(duplex=False)
     kwargs = {"algorithm": algorithm, "dims": list(dims), "nbytes": int(nbytes), "params": dict(params), **options}
-    proc = ctx.Process(target=_child, args=(send, kwargs), daemon=True)
+    proc = ctx.Process(target=_child, args=(send, kwargs))  # not a daemon: the simulator forks its own child
     proc.start()
     send.close()
     out: dict[str, Any]

@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from simrun import preset_costs, simulate_point  # noqa: E402
+from simrun import preset_params, simulate_point  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
@@ -69,9 +69,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=600)
     ap.add_argument("--out", default=None, help="folder for table.txt, results.csv/json, command.txt")
     args = ap.parse_args(argv)
-    alpha, gamma = preset_costs(args.alpha)
-    params = {"link_bps": args.link, "latency_s": args.latency, "hop_s": args.hop, "alpha_s": alpha,
-              "gamma_s_per_byte": gamma, "network": "torus"}
+    params = {"link_bps": args.link, "latency_s": args.latency, "hop_s": args.hop, "network": "torus",
+              "itemsize": 8, **preset_params(args.alpha)}  # the lab's vectors: float64
     shapes = args.shapes.split(",")
     rows: list[dict] = []
     lines = [f"# {' '.join(shlex.quote(a) for a in [sys.executable, *sys.argv])}",

@@ -1,0 +1,204 @@
+"""Tables and plots from benchmarks/scale.py's JSON lines (the numbers docs/scale.md quotes).
+
+    python benchmarks/scale_report.py                       # report.md + goodput-*.png in benchmarks/results/scale
+
+Per (network, shape, preset): each algorithm's goodput against size (plot),
+the fastest algorithm per size, Swing's speedup (the faster of swing-bw and
+swing-lat) over the fastest algorithm that is not Swing, where bucket passes
+Swing, the simulated congestion factor Xi (peak / goodput at the largest size,
+preset c, where the per-step costs are negligible) beside the paper's, this
+library (preset engine, swing-bw) against what a C MPI runs (recdoub,
+rabenseifner or ring with preset c-reduce), and simulation time and memory as
+p grows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+OUT = HERE / "results" / "scale"
+SWING = ("swing-bw", "swing-lat")
+C_MPI = ("recdoub", "rabenseifner", "ring")
+PAPER_XI = {2: (1.19, 1.5), 3: (1.03, 1.17), 4: (1.008, 1.07)}  # Swing, torus-optimized Rabenseifner (Table 2)
+
+
+def size_text(n: int) -> str:
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift and n % (1 << shift) == 0:
+            return f"{n >> shift} {unit}"
+    return f"{n} B"
+
+
+def time_text(t: float) -> str:
+    return f"{t * 1e3:.3g} ms" if t >= 1e-3 else f"{t * 1e6:.3g} us"
+
+
+def model_psi_xi(dims: str, algs: tuple[str, ...]) -> dict[str, float]:
+    """Return the closed-form model's Psi x Xi (routed) per algorithm on a torus: T(large n) / T at peak."""
+    import subprocess
+
+    cmd = [sys.executable, "-m", "swing_mpi", "model", "--dims", dims, "-a", ",".join(algs), "--alpha-us", "0",
+           "--json"]
+    try:
+        text = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    out = {}
+    for line in text.splitlines():
+        d = json.loads(line)
+        if "Psi" in d and "Xi_routed" in d:
+            out[d["algorithm"]] = d["Psi"] * d["Xi_routed"]
+    return out
+
+
+def load(path: Path, rev: str | None) -> list[dict]:
+    rows = []
+    for line in path.read_text().splitlines():
+        if line.strip():
+            r = json.loads(line)
+            if "time_s" in r and (rev is None or r.get("netsim_rev") == rev):
+                rows.append(r)
+    return rows
+
+
+def group(rows: list[dict]) -> dict[tuple[str, str, str], dict[str, dict[int, float]]]:
+    """(network, dims, preset) -> algorithm -> bytes -> time (the last record of a point wins)."""
+    g: dict[tuple[str, str, str], dict[str, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
+    for r in rows:
+        g[(r["network"], r["dims"], r["preset"])][r["algorithm"]][int(r["bytes"])] = float(r["time_s"])
+    return g
+
+
+def plot(key: tuple[str, str, str], algs: dict[str, dict[int, float]], peak: float | None, path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for alg, pts in sorted(algs.items()):
+        xs = sorted(pts)
+        style = "-" if alg.startswith("swing") else "--"
+        ax.plot(xs, [x / pts[x] / 1e9 for x in xs], style, marker="o", ms=3, lw=2 if alg == "swing-bw" else 1.2,
+                label=alg)
+    if peak:
+        ax.axhline(peak / 1e9, color="grey", lw=0.8, ls=":", label="peak (D x link)")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("vector size (bytes)")
+    ax.set_ylabel("goodput (GB/s)")
+    net, dims, preset = key
+    ax.set_title(f"{net} {dims}, 400 Gb/s links, preset {preset}")
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def shape_tables(key: tuple[str, str, str], algs: dict[str, dict[int, float]]) -> list[str]:
+    sizes = sorted({n for pts in algs.values() for n in pts})
+    lines = [f"### {key[0]} {key[1]}, preset {key[2]}", "",
+             "| size | fastest | its time | best Swing | best other | Swing speedup |", "|---|---|---|---|---|---|"]
+    for n in sizes:
+        here = {a: pts[n] for a, pts in algs.items() if n in pts}
+        best = min(here, key=here.__getitem__)
+        sw = {a: t for a, t in here.items() if a in SWING}
+        other = {a: t for a, t in here.items() if not a.startswith("swing")}
+        if not sw or not other:
+            continue
+        s, o = min(sw, key=sw.__getitem__), min(other, key=other.__getitem__)
+        lines.append(f"| {size_text(n)} | {best} | {time_text(here[best])} | {s} {time_text(sw[s])} | "
+                     f"{o} {time_text(other[o])} | {other[o] / sw[s]:.2f}x |")
+    b = algs.get("bucket", {})
+    passes = [n for n in sizes if n in b and any(n in algs.get(a, {}) for a in SWING)
+              and b[n] < min(algs[a][n] for a in SWING if n in algs.get(a, {}))]
+    lines += ["", f"bucket faster than the best Swing at: {', '.join(size_text(n) for n in passes) or 'no size'}"
+              + ("" if b else " (bucket not run on this shape)"), ""]
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--points", default=str(OUT / "points.jsonl"))
+    ap.add_argument("--rev", default=None, help="only points made by this simulator revision (netsim_rev)")
+    ap.add_argument("--out", default=str(OUT))
+    ap.add_argument("--no-plots", action="store_true")
+    ap.add_argument("--no-model", action="store_true", help="leave out the closed-form model's Psi x Xi")
+    args = ap.parse_args(argv)
+    rows = load(Path(args.points), args.rev)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    g = group(rows)
+    peak = {(r["network"], r["dims"]): r.get("peak_bytes_per_s") for r in rows}
+    md = ["# Simulated evaluation: tables (benchmarks/scale_report.py)", "",
+          f"{len(rows)} points from {args.points}; simulator revisions: "
+          f"{', '.join(sorted({str(r.get('netsim_rev')) for r in rows}))}", ""]
+    # Xi
+    md += ["## Time over the time at peak goodput, largest size (preset c): simulated (model's Psi x Xi)", "",
+           "Peak: D x link rate. For the all-port algorithms Psi = 1, so this is the congestion factor Xi; "
+           "one-port algorithms add Psi = 2D.", "",
+           "| network | shape | size | swing-bw | rabenseifner | recdoub-mirrored | bucket "
+           "| paper's Xi: Swing / Rabenseifner |", "|---|---|---|---|---|---|---|---|"]
+    for (net, dims, preset), algs in sorted(g.items()):
+        if preset != "c" or not peak.get((net, dims)):
+            continue
+        top = max((n for pts in algs.values() for n in pts), default=0)
+        if top < 128 << 20:
+            continue
+        pk = float(peak[(net, dims)])  # type: ignore[arg-type]
+        names = ("swing-bw", "rabenseifner", "recdoub-mirrored", "bucket")
+        model = model_psi_xi(dims, names) if net == "torus" and not args.no_model else {}
+        xs = {a: (f"{pk * algs[a][top] / top:.3f}" + (f" ({model[a]:.3f})" if a in model else ""))
+              if top in algs.get(a, {}) else "-" for a in names}
+
+        D = sum(1 for d in dims.split("x") if int(d) > 1)
+        paper = PAPER_XI.get(D) if net == "torus" else None
+        md.append(f"| {net} | {dims} | {size_text(top)} | {xs['swing-bw']} | {xs['rabenseifner']} | "
+                  f"{xs['recdoub-mirrored']} | {xs['bucket']} | {f'{paper[0]} / {paper[1]}' if paper else '-'} |")
+    md.append("")
+    # engine vs C MPI
+    md += ["## This library (engine, swing-bw) against a C MPI (c-reduce, best of recdoub/rabenseifner/ring)", "",
+           "| network | shape | size | ours (engine) | C MPI's best (c-reduce) | C / ours |",
+           "|---|---|---|---|---|---|"]
+    for (net, dims, preset), algs in sorted(g.items()):
+        if preset != "engine" or (net, dims, "c-reduce") not in g:
+            continue
+        c = g[(net, dims, "c-reduce")]
+        for n in sorted(algs.get("swing-bw", {})):
+            cs = {a: c[a][n] for a in C_MPI if n in c.get(a, {})}
+            if not cs:
+                continue
+            a = min(cs, key=cs.__getitem__)
+            ours = algs["swing-bw"][n]
+            md.append(f"| {net} | {dims} | {size_text(n)} | {time_text(ours)} | {a} {time_text(cs[a])} | "
+                      f"{cs[a] / ours:.2f} |")
+    md.append("")
+    # scaling
+    md += ["## Simulation cost as p grows (swing-bw, 1 MiB, preset c, one point per run)", "",
+           "| shape | p | messages | wall (s) | SimGrid part (s) | peak memory (MiB) |", "|---|---|---|---|---|---|"]
+    sc = sorted((r for r in rows if r["algorithm"] == "swing-bw" and int(r["bytes"]) == 1 << 20
+                 and r["preset"] == "c" and r["network"] == "torus" and r["dims"].count("x") == 1
+                 and len(set(r["dims"].split("x"))) == 1), key=lambda r: r["p"])
+    for r in sc:
+        md.append(f"| {r['dims']} | {r['p']} | {r.get('messages')} | {r['wall_s']:.1f} | "
+                  f"{(r.get('sim_wall_s') or 0):.1f} | {r['peak_rss_kib'] / 1024:.0f} |")
+    md.append("")
+    md += ["## Per shape", ""]
+    for key, algs in sorted(g.items()):
+        md += shape_tables(key, algs)
+        if not args.no_plots:
+            name = f"goodput-{key[0]}-{key[1]}-{key[2]}.png"
+            plot(key, algs, peak.get((key[0], key[1])), out / name)
+            md += [f"![{key}]({name})", ""]
+    (out / "report.md").write_text("\n".join(md) + "\n")
+    print(f"wrote {out / 'report.md'} ({len(rows)} points)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
