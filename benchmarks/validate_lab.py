@@ -22,6 +22,7 @@ import json
 import shlex
 import sys
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from simrun import preset_params, simulate_point  # noqa: E402
@@ -38,6 +39,12 @@ LAB_SETS = {  # shape -> stored lab sweeps (earlier listed first wins a duplicat
 RING = ("16", "lab-ring16", 4 * MIB)
 TOLERANCE = 0.15
 RING_TOLERANCE = 0.10
+
+
+def build_schedule(alg: str, dims: tuple[int, ...], rank: int, count: int, *, exact: bool) -> Any:
+    from swing_mpi.schedule import build_schedule as build
+
+    return build(alg, dims, rank, count, exact=exact)
 
 
 def registered() -> list[str]:
@@ -75,7 +82,8 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict] = []
     lines = [f"# {' '.join(shlex.quote(a) for a in [sys.executable, *sys.argv])}",
              f"# params: {json.dumps(params)} (alpha preset {args.alpha})",
-             f"{'shape':>6} {'algorithm':<17} {'size':>7} {'lab (s)':>9} {'sim (s)':>9} {'sim/lab':>8}  within 15%"]
+             f"{'shape':>6} {'algorithm':<17} {'size':>7} {'lab (s)':>9} {'sim (s)':>9} {'sim/lab':>8}  within 15% "
+             f"steps (lab-sim)/step (ms)"]
     print("\n".join(lines), flush=True)
 
     def point(shape: str, alg: str, nbytes: int, lab: float, src: str) -> dict:
@@ -84,10 +92,14 @@ def main(argv: list[str] | None = None) -> int:
         sim = r.get("time_s")
         ratio = sim / lab if sim else None
         ok = ratio is not None and abs(ratio - 1) <= TOLERANCE
+        steps = build_schedule(alg, dims, 0, nbytes // 8, exact=False).nsteps
+        excess = (lab - sim) / steps if sim else None
         row = {"shape": shape, "algorithm": alg, "bytes": nbytes, "lab_s": lab, "sim_s": sim, "ratio": ratio,
-               "within": ok, "lab_source": src, "error": r.get("error"), "wall_s": r.get("wall_s")}
+               "within": ok, "steps": steps, "lab_minus_sim_per_step_s": excess, "lab_source": src,
+               "error": r.get("error"), "wall_s": r.get("wall_s")}
         text = (f"{shape:>6} {alg:<17} {nbytes // MIB:>4}MiB {lab:9.3f} "
-                + (f"{sim:9.3f} {ratio:8.3f}  {'yes' if ok else 'NO'}" if sim else f"{'-':>9} {'-':>8}  {r['error']}"))
+                + (f"{sim:9.3f} {ratio:8.3f}  {'yes' if ok else 'NO ':<10} {steps:5d} {excess * 1e3:10.2f}"
+                   if sim else f"{'-':>9} {'-':>8}  {r['error']}"))
         lines.append(text)
         print(text, flush=True)
         rows.append(row)
