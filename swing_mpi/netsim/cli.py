@@ -1,0 +1,222 @@
+"""``swing-mpi simulate``: our schedules on a simulated network (SimGrid), a table per vector size.
+
+Examples::
+
+    swing-mpi simulate --dims 64x64 --link 400G --sizes 32,1K,1M,64M --algorithms swing-bw,bucket
+    swing-mpi simulate --dims 8x8 --network hyperx --alpha 0 --sizes 256M --json
+    swing-mpi simulate --dims 4x4 --link 40M --alpha engine --sizes 1M,4M,16M --csv lab.csv --plot lab.png
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import re
+import sys
+import time
+from typing import Any
+
+from ..schedule import ALGORITHMS
+from ..topology import parse_dims
+from ..units import format_size, parse_sizes
+
+__all__ = ["add_arguments", "run", "main", "parse_rate"]
+
+_RATE_RE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([kKmMgGtT]?)(?:bps|b/s|bit/s)?\s*")
+_RATE = {"": 1.0, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
+
+
+def parse_rate(text: str) -> float:
+    """Bits per second from ``400G``, ``40M``, ``1.5e9`` or ``100Gbps`` (decimal: 1G = 10^9 bit/s)."""
+    m = _RATE_RE.fullmatch(text)
+    if m:
+        v = float(m.group(1)) * _RATE[m.group(2).upper()]
+    else:
+        try:
+            v = float(text)
+        except ValueError:
+            raise ValueError(f"cannot parse link rate {text!r}: expected bits per second with an optional "
+                             "K/M/G suffix (decimal), e.g. 400G, 40M") from None
+    if not math.isfinite(v) or v <= 0:
+        raise ValueError(f"link rate must be > 0, got {text!r}")
+    return v
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Add the ``simulate`` options to ``parser``."""
+    parser.add_argument("--dims", default="64x64", help="network sides, e.g. 64x64, 16x16x16, 16 (default 64x64)")
+    parser.add_argument("--link", default="400G", help="link rate in bits per second, K/M/G decimal (default 400G)")
+    parser.add_argument("--sizes", default="32,1K,1M,64M",
+                        help="vector sizes in bytes, binary units (1K = 1024), a list or MIN:MAX[:FACTOR] "
+                             "(default 32,1K,1M,64M)")
+    parser.add_argument("--algorithms", default="all",
+                        help="comma list of registered algorithms, or all (default): " + ", ".join(ALGORITHMS))
+    parser.add_argument("--network", choices=("torus", "hyperx", "fattree"), default="torus",
+                        help="torus (default), hyperx (each node linked to its whole row and column) or "
+                             "fattree (non-blocking)")
+    parser.add_argument("--alpha", default="c",
+                        help="software cost per step: c (1.5 µs, default), engine (this library's, measured "
+                             "here; a rank's lanes then share one CPU) or seconds")
+    parser.add_argument("--gamma", type=float, default=None,
+                        help="reduction cost in seconds per byte reduced (default: the --alpha preset's; 0 for "
+                             "c and for seconds)")
+    parser.add_argument("--latency", type=float, default=100e-9, help="seconds per link (default 100e-9)")
+    parser.add_argument("--hop", type=float, default=300e-9, help="seconds per router hop (default 300e-9)")
+    parser.add_argument("--collective", choices=("allreduce", "reduce_scatter", "allgather"), default="allreduce",
+                        help="the allreduce (default) or one of its halves (algorithms that have them)")
+    parser.add_argument("--json", action="store_true", help="one JSON object per (algorithm, size), one per line")
+    parser.add_argument("--csv", metavar="FILE", default=None, help="also write every point to FILE")
+    parser.add_argument("--plot", metavar="FILE.png", default=None, help="goodput against size (needs matplotlib)")
+    return parser
+
+
+def _params(args: argparse.Namespace) -> Any:
+    from .params import SimParams
+
+    link = parse_rate(args.link)
+    kw: dict[str, Any] = dict(link_bps=link, latency_s=args.latency, hop_s=args.hop, network=args.network)
+    if args.alpha in ("c", "engine"):
+        p = SimParams.preset(args.alpha, **kw)
+    else:
+        try:
+            alpha = float(args.alpha)
+        except ValueError:
+            raise ValueError(f"--alpha must be c, engine or seconds, got {args.alpha!r}") from None
+        p = SimParams(alpha_s=alpha, gamma_s_per_byte=0.0, **kw)
+    if args.gamma is not None:
+        from dataclasses import replace
+
+        p = replace(p, gamma_s_per_byte=args.gamma)
+    return p
+
+
+def _algorithms(spec: str, collective: str) -> list[str]:
+    names = list(ALGORITHMS) if spec.strip() == "all" else [a.strip() for a in spec.split(",") if a.strip()]
+    bad = [a for a in names if a not in ALGORITHMS]
+    if bad:
+        raise ValueError(f"unknown algorithm {', '.join(bad)}; known: {', '.join(ALGORITHMS)}, or all")
+    if collective != "allreduce":
+        skip = [a for a in names if collective not in ALGORITHMS[a].collectives]
+        if skip and spec.strip() != "all":
+            raise ValueError(f"{', '.join(skip)} has no {collective}; algorithms that have one: "
+                             + ", ".join(a for a, i in ALGORITHMS.items() if collective in i.collectives))
+        names = [a for a in names if a not in skip]
+    if not names:
+        raise ValueError("no algorithm to simulate")
+    return names
+
+
+def _table(rows: list[Any]) -> str:
+    best = {r.algorithm: r.time_s for r in rows}
+    lines = [f"{'algorithm':<16} {'time':>12} {'goodput Gb/s':>13} {'% peak':>7} {'vs best other':>13}"]
+    for r in sorted(rows, key=lambda r: r.time_s):
+        others = [t for a, t in best.items() if a != r.algorithm]
+        sp = f"{min(others) / r.time_s:.2f}x" if others and r.time_s > 0 else "-"
+        lines.append(f"{r.algorithm:<16} {_fmt_time(r.time_s):>12} {r.goodput_bytes_per_s * 8e-9:>13.2f} "
+                     f"{100 * r.peak_fraction:>6.1f}% {sp:>13}")
+    return "\n".join(lines)
+
+
+def _fmt_time(t: float) -> str:
+    if t >= 1:
+        return f"{t:.3f} s"
+    if t >= 1e-3:
+        return f"{t * 1e3:.3f} ms"
+    return f"{t * 1e6:.3f} µs"
+
+
+class _Progress:
+    """One line on stderr, rewritten in place on a terminal; elsewhere a line per slow point."""
+
+    def __init__(self, total: int) -> None:
+        self.total, self.done, self.t0 = total, 0, time.perf_counter()
+        self.tty = sys.stderr.isatty()
+
+    def show(self, what: str, wall: float) -> None:
+        self.done += 1
+        msg = f"simulate: [{self.done}/{self.total}] {what} ({wall:.1f} s, {time.perf_counter() - self.t0:.0f} s total)"
+        if self.tty:
+            end = "\n" if self.done == self.total else ""
+            print(f"\r\033[K{msg}", end=end, file=sys.stderr, flush=True)
+        elif wall > 5:
+            print(msg, file=sys.stderr, flush=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``swing-mpi simulate``; return the exit status."""
+    from .params import PresetError
+    from .sgload import simgrid_available
+
+    try:
+        dims = parse_dims(args.dims)
+        sizes = parse_sizes(args.sizes)
+        params = _params(args)
+        algs = _algorithms(args.algorithms, args.collective)
+    except (ValueError, PresetError) as e:
+        print(f"swing-mpi simulate: {e}", file=sys.stderr)
+        return 2
+    if not sizes:
+        print("swing-mpi simulate: no sizes given", file=sys.stderr)
+        return 2
+    bad = [s for s in sizes if s % params.itemsize]
+    if bad:
+        print(f"swing-mpi simulate: sizes must be whole {params.itemsize}-byte elements: "
+              + ", ".join(map(str, bad)), file=sys.stderr)
+        return 2
+    ok, why = simgrid_available()
+    if not ok:
+        print(f"swing-mpi simulate: {why}", file=sys.stderr)
+        return 2
+    from .run import simulate
+
+    prog = _Progress(len(algs) * len(sizes))
+    results = []
+    csv_rows = []
+    for n in sizes:
+        rows = []
+        for a in algs:
+            try:
+                r = simulate(a, dims, n, params=params, collective=args.collective)
+            except ValueError as e:
+                print(f"swing-mpi simulate: {a} on {'x'.join(map(str, dims))}: {e}", file=sys.stderr)
+                return 2
+            prog.show(f"{a} {format_size(n)}", r.wall_s)
+            rows.append(r)
+            d = r.to_dict()
+            csv_rows.append(d)
+            if args.json:
+                print(json.dumps(d), flush=True)
+        results.extend(rows)
+        if not args.json:
+            print(f"\n== {format_size(n)} {args.collective} on {params.network} {'x'.join(map(str, dims))}, "
+                  f"{params.link_bps / 1e9:g} Gb/s, α {params.alpha_s * 1e6:g} µs, γ {params.gamma_s_per_byte:g} s/B")
+            print(_table(rows), flush=True)
+    if args.csv:
+        with open(args.csv, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(csv_rows[0]))
+            w.writeheader()
+            w.writerows(csv_rows)
+        print(f"wrote {args.csv}", file=sys.stderr)
+    if args.plot:
+        from .plot import plot_goodput
+
+        try:
+            plot_goodput(results, args.plot)
+        except RuntimeError as e:
+            print(f"swing-mpi simulate: {e}", file=sys.stderr)
+            return 2
+        print(f"wrote {args.plot}", file=sys.stderr)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run as a script."""
+    parser = argparse.ArgumentParser(prog="swing-mpi simulate", description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

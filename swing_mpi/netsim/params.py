@@ -1,0 +1,156 @@
+"""Simulation parameters: the network's rates and delays and the software costs per step and per byte.
+
+Defaults are the paper's simulated network (400 Gb/s links, 100 ns per link,
+300 ns per router hop) with the ``c`` software preset (1.5 µs per step, the
+value the Trivance paper uses when it reruns Swing's simulator; no reduction
+cost, as the paper's model has no ``γ`` term). The ``engine`` preset is this
+library's own per-step and per-byte cost, measured on the machine at hand and
+read from a small JSON file (:func:`engine_costs`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Iterator, Mapping
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+__all__ = ["SimParams", "PRESETS", "NETWORKS", "CPU_MODELS", "ENGINE_COSTS_ENV", "engine_costs_path",
+           "engine_costs", "PresetError"]
+
+NETWORKS = ("torus", "hyperx", "fattree")
+CPU_MODELS = ("lane", "rank")
+"""``lane``: each lane of a rank pays its own α and γ, in parallel with the others (a C library
+posting each port's step as it is ready). ``rank``: the lanes of one rank share one CPU, so their
+α and γ serialize (this library's single-threaded engine)."""
+
+ALPHA_C = 1.5e-6
+GAMMA_C = 0.0
+
+ENGINE_COSTS_ENV = "SWING_MPI_ENGINE_COSTS"
+"""A JSON file ``{"alpha_s": …, "gamma_s_per_byte": …}`` with the engine preset (overrides the default path)."""
+
+
+class PresetError(LookupError):
+    """A preset that cannot be used (unknown name, or the engine's costs were never measured here)."""
+
+
+def engine_costs_path() -> Path:
+    """Return where the ``engine`` preset is read from.
+
+    ``$SWING_MPI_ENGINE_COSTS``, else ``~/.config/swing_mpi/engine_costs.json``.
+    """
+    env = os.environ.get(ENGINE_COSTS_ENV)
+    if env:
+        return Path(env)
+    return Path(os.path.expanduser("~")) / ".config" / "swing_mpi" / "engine_costs.json"
+
+
+def engine_costs() -> tuple[float, float]:
+    """Return the engine preset ``(alpha_s, gamma_s_per_byte)`` from :func:`engine_costs_path`.
+
+    This is the hook the engine's cost probe fills: it writes that file; a
+    missing or malformed file raises :class:`PresetError` saying so.
+    """
+    path = engine_costs_path()
+    try:
+        data = json.loads(path.read_text())
+        alpha, gamma = float(data["alpha_s"]), float(data["gamma_s_per_byte"])
+    except FileNotFoundError:
+        raise PresetError(f"the engine preset was never measured here: {path} does not exist "
+                          f"(write it with the engine's cost probe, or set ${ENGINE_COSTS_ENV})") from None
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise PresetError(f"cannot read the engine preset from {path}: {e}") from None
+    if not (math.isfinite(alpha) and math.isfinite(gamma) and alpha >= 0 and gamma >= 0):
+        raise PresetError(f"engine preset in {path} must be finite and >= 0, got {alpha}, {gamma}")
+    return alpha, gamma
+
+
+class _Presets(Mapping[str, tuple[float, float]]):
+    """``name -> (alpha_s, gamma_s_per_byte)``; ``engine`` is read when asked for."""
+
+    _fixed = {"c": (ALPHA_C, GAMMA_C)}
+
+    def __getitem__(self, name: str) -> tuple[float, float]:
+        if name == "engine":
+            return engine_costs()
+        try:
+            return self._fixed[name]
+        except KeyError:
+            raise PresetError(f"unknown preset {name!r}; known: c, engine") from None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(("c", "engine"))
+
+    def __len__(self) -> int:
+        return 2
+
+
+PRESETS: Mapping[str, tuple[float, float]] = _Presets()
+"""Software costs ``(alpha_s, gamma_s_per_byte)`` by name: ``c`` and ``engine``."""
+
+
+@dataclass(frozen=True)
+class SimParams:
+    """The network and the software costs of one simulation (seconds, bytes per second)."""
+
+    link_bps: float = 400e9
+    """Link rate in bits per second, each direction of each link."""
+    latency_s: float = 100e-9
+    """Latency of one link (the wire)."""
+    hop_s: float = 300e-9
+    """Latency of one router hop; a route of ``h`` links costs ``h·(latency_s + hop_s)``."""
+    alpha_s: float = ALPHA_C
+    """Software cost of one step of one lane (posting it), before its sends leave."""
+    gamma_s_per_byte: float = GAMMA_C
+    """Software cost per byte received and reduced (only for receives that reduce)."""
+    network: str = "torus"
+    """``torus``, ``hyperx`` or ``fattree`` (see :mod:`.network`)."""
+    cpu: str = "lane"
+    """Whether the α and γ of one rank's lanes overlap (``lane``) or serialize (``rank``): :data:`CPU_MODELS`."""
+    itemsize: int = 4
+    """Bytes per element (the vector's datatype); sizes must be a whole number of elements."""
+    wait_sends: bool = True
+    """A step ends when its receives are in and its own sends delivered (the executor's wait for every
+    request of the step); ``False``: when its receives are in (sends left in flight, eager)."""
+    """Bytes per element (the vector's datatype); sizes must be a whole number of elements."""
+
+    def __post_init__(self) -> None:
+        """Check every field."""
+        for name in ("link_bps", "latency_s", "hop_s", "alpha_s", "gamma_s_per_byte"):
+            v = getattr(self, name)
+            if not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+                raise ValueError(f"{name} must be a finite number >= 0, got {v!r}")
+        if self.link_bps <= 0:
+            raise ValueError(f"link_bps must be > 0, got {self.link_bps}")
+        if self.network not in NETWORKS:
+            raise ValueError(f"network must be one of {', '.join(NETWORKS)}, got {self.network!r}")
+        if self.cpu not in CPU_MODELS:
+            raise ValueError(f"cpu must be one of {', '.join(CPU_MODELS)}, got {self.cpu!r}")
+        if not isinstance(self.itemsize, int) or self.itemsize < 1:
+            raise ValueError(f"itemsize must be an int >= 1, got {self.itemsize!r}")
+
+    @property
+    def link_bytes_per_s(self) -> float:
+        """Link rate in bytes per second."""
+        return self.link_bps / 8
+
+    @property
+    def per_link_s(self) -> float:
+        """Delay of one link of a route: wire plus router."""
+        return self.latency_s + self.hop_s
+
+    @classmethod
+    def preset(cls, name: str, **changes: object) -> SimParams:
+        """Parameters with the software costs of preset ``name``; ``engine`` also serializes a rank's lanes."""
+        alpha, gamma = PRESETS[name]
+        base: dict[str, object] = {"alpha_s": alpha, "gamma_s_per_byte": gamma,
+                                   "cpu": "rank" if name == "engine" else "lane"}
+        base.update(changes)
+        return replace(cls(), **base)  # type: ignore[arg-type]
+
+    def to_dict(self) -> dict[str, object]:
+        """Return the fields as a dict (for JSON)."""
+        return asdict(self)
