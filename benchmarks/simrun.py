@@ -12,7 +12,8 @@ import time
 import traceback
 from typing import Any
 
-__all__ = ["simulate_point", "engine_costs", "preset_params", "messages", "parse_dims", "netsim_revision"]
+__all__ = ["simulate_point", "engine_costs", "preset_params", "messages", "parse_dims", "netsim_revision",
+           "schedule_messages"]
 
 
 def parse_dims(text: str) -> tuple[int, ...]:
@@ -108,13 +109,71 @@ def _child(conn: Any, kwargs: dict[str, Any]) -> None:
         conn.close()
 
 
+def schedule_messages(algorithm: str, dims: tuple[int, ...], nbytes: int, itemsize: int, *, exact: bool
+                      ) -> tuple[dict[tuple[int, int], list[tuple[int, int, int]]], dict[tuple[int, int, int], float]]:
+    """Every rank's messages and reduced bytes per (lane, step), read from its schedule built with ``exact``.
+
+    For the schedules the simulator does not build itself: it builds the
+    exact (integer) form, and an algorithm whose schedule depends on the op
+    (``swing-lat``) runs another one for float sums, as the lab's float64 did.
+    """
+    from math import prod
+
+    from swing_mpi.schedule import REDUCE, build_schedule
+
+    count = nbytes // itemsize
+    steps: dict[tuple[int, int], list[tuple[int, int, int]]] = {}
+    red: dict[tuple[int, int, int], float] = {}
+    for rank in range(prod(dims)):
+        s = build_schedule(algorithm, dims, rank, count, exact=exact)
+        for lane, lane_steps in enumerate(s.lanes):
+            for k, st in enumerate(lane_steps):
+                msgs = steps.setdefault((lane, k), [])
+                r = 0
+                for t in st.transfers:
+                    if t.send_count:
+                        msgs.append((rank, t.peer, t.send_count * itemsize))
+                    if t.recv_count and t.action == REDUCE:
+                        r += t.recv_count
+                if st.combine:
+                    r += (s.slots - 1) * s.count
+                if r:
+                    red[(lane, k, rank)] = float(r * itemsize)
+    return steps, red
+
+
+def _child_schedules(conn: Any, kwargs: dict[str, Any]) -> None:
+    try:
+        from swing_mpi.netsim import SimParams
+        from swing_mpi.netsim.run import simulate_transfers
+
+        t0 = time.perf_counter()
+        params = SimParams(**kwargs["params"])
+        steps, red = schedule_messages(kwargs["algorithm"], tuple(kwargs["dims"]), kwargs["nbytes"],
+                                       params.itemsize, exact=kwargs["exact"])
+        r = simulate_transfers(tuple(kwargs["dims"]), steps, params=params, reduce_bytes=red)
+        conn.send({"time_s": float(r["time_s"]), "wall_s": time.perf_counter() - t0,  # type: ignore[arg-type]
+                   "exact": kwargs["exact"]})
+    except BaseException as e:
+        conn.send({"error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc(limit=3)})
+    finally:
+        conn.close()
+
+
 def simulate_point(algorithm: str, dims: tuple[int, ...], nbytes: int, params: dict[str, Any], *,
-                   timeout: float = 600.0, **options: Any) -> dict[str, Any]:
-    """Run one simulation in a fresh child process; return its result fields, or ``{"error": ...}``."""
+                   timeout: float = 600.0, exact: bool | None = None, **options: Any) -> dict[str, Any]:
+    """Run one simulation in a fresh child process; return its result fields, or ``{"error": ...}``.
+
+    ``exact`` (True or False): simulate the schedules built with it, rank by
+    rank (:func:`schedule_messages`), instead of the simulator's own reading.
+    """
     ctx = mp.get_context("fork")
     recv, send = ctx.Pipe(duplex=False)
     kwargs = {"algorithm": algorithm, "dims": list(dims), "nbytes": int(nbytes), "params": dict(params), **options}
-    proc = ctx.Process(target=_child, args=(send, kwargs))  # not a daemon: the simulator forks its own child
+    if exact is not None:
+        kwargs["exact"] = exact
+    # not a daemon: the simulator forks its own child
+    proc = ctx.Process(target=_child if exact is None else _child_schedules, args=(send, kwargs))
     proc.start()
     send.close()
     out: dict[str, Any]
