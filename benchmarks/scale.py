@@ -45,23 +45,32 @@ PAPER_ALGS = ("swing-bw", "swing-lat", "recdoub", "rabenseifner", "recdoub-mirro
 OURS = ("swing-bw", "swing-lat")
 C_MPI = ("recdoub", "rabenseifner", "ring")
 
-# (stage, network, shapes, sizes, presets, algorithms or ALL): the order points run in. The engine preset runs
-# our Swing (what this library would run), c-reduce what a C MPI_Allreduce runs (recdoub, rabenseifner, ring).
+# (stage, network, shapes, sizes, presets, algorithms): the order points run in. Algorithms: ALL, a tuple of
+# names, or ("-name", ...) for all but those. The engine preset runs our Swing (what this library would run),
+# c-reduce what a C MPI_Allreduce runs (recdoub, rabenseifner, ring). Ordered for a loaded 2-core machine:
+# small shapes in full first, then one or two sizes of the large ones.
+NO_HAM = ("-hamiltonian",)
+BIG = (32, 2 * MIB, 512 * MIB)
+LARGEST = (512 * MIB,)
 STAGES: list[tuple[str, str, tuple[str, ...], tuple[int, ...], tuple[str, ...], tuple[str, ...] | None]] = [
     ("S", "torus", ("8x8", "16x16", "32x32", "64x64"), (MIB,), ("c",), ("swing-bw",)),
     ("A", "torus", ("8x8",), SIZES_FULL, ("c",), ALL),
     ("A2", "torus", ("8x8",), SIZES_MID, ("engine",), OURS),
     ("A3", "torus", ("8x8",), SIZES_MID, ("c-reduce",), C_MPI),
-    ("B", "torus", ("16x16",), SIZES_FEW, ("c",), ALL),
-    ("E", "torus", ("64x64", "16x16x16", "8x8x8x8"), SIZES_FEW, ("c",), (*PAPER_ALGS, "bucket")),
-    ("F", "hyperx", ("32x32",), SIZES_FEW, ("c",), ALL),
-    ("D", "torus", ("16x16", "64x64"), SIZES_FEW, ("engine",), OURS),
-    ("D2", "torus", ("16x16", "64x64"), SIZES_FEW, ("c-reduce",), C_MPI),
-    ("C", "torus", ("64x16", "128x8", "256x4", "32x32"), SIZES_FEW, ("c",), ALL),
-    ("S2", "torus", ("128x128",), (MIB,), ("c",), ("swing-bw",)),
-    ("B2", "torus", ("16x16", "32x32"), SIZES_MID, ("c",), ALL),
-    ("G", "torus", ("16x16x16", "8x8x8x8"), SIZES_TWO, ("engine",), OURS),
-    ("G2", "torus", ("16x16x16", "8x8x8x8"), SIZES_TWO, ("c-reduce",), C_MPI),
+    ("B", "torus", ("16x16",), SIZES_FEW, ("c",), NO_HAM),
+    ("D", "torus", ("16x16",), SIZES_FEW, ("engine",), OURS),
+    ("D2", "torus", ("16x16",), SIZES_FEW, ("c-reduce",), C_MPI),
+    ("X", "torus", ("8x8x8", "4x4x4x4"), BIG, ("c",), (*PAPER_ALGS, "bucket")),
+    ("F", "hyperx", ("32x32",), (32, 512 * MIB), ("c",), ("swing-bw", "recdoub", "rabenseifner", "recdoub-mirrored")),
+    ("E", "torus", ("64x64",), BIG, ("c",), ("swing-bw", "swing-lat", "recdoub", "rabenseifner")),
+    ("C", "torus", ("64x16", "128x8", "256x4"), LARGEST, ("c",), ("swing-bw", "rabenseifner", "recdoub-mirrored")),
+    ("E2", "torus", ("16x16x16", "8x8x8x8"), LARGEST, ("c",), ("swing-bw", "rabenseifner")),
+    ("E3", "torus", ("64x64",), BIG, ("c",), ("recdoub-mirrored", "swing-bw-1port")),
+    ("G", "torus", ("64x64",), (32, 2 * MIB), ("engine",), ("swing-bw",)),
+    ("G2", "torus", ("64x64",), (32, 2 * MIB), ("c-reduce",), ("recdoub", "rabenseifner")),
+    ("B2", "torus", ("32x32",), SIZES_FEW, ("c",), NO_HAM),
+    ("F2", "hyperx", ("32x32",), SIZES_FEW, ("c",), ALL),
+    ("E4", "torus", ("16x16x16", "8x8x8x8"), SIZES_FEW, ("c",), (*PAPER_ALGS, "bucket")),
     ("H", "torus", ("128x128",), SIZES_TWO, ("c",), PAPER_ALGS),
 ]
 
@@ -122,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
         for shape in shapes:
             for preset in presets:
                 for alg in algs_all:
-                    if algs is not None and alg not in algs:
+                    if algs is not None and (f"-{alg}" in algs if algs[0].startswith("-") else alg not in algs):
                         continue
                     for n in sizes:
                         points.append((stage, network, shape, alg, n, preset))
