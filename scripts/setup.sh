@@ -17,3 +17,28 @@ if ! "$VENV/bin/python" -c "import swing_mpi, mpi4py, pytest_mpi" 2>/dev/null ||
   "$VENV/bin/python" -m pip install -q --upgrade pip >&2
   "$VENV/bin/python" -m pip install -q -e ".[$extras]" >&2
 fi
+# SimGrid for `swing-mpi simulate` (swing_mpi/netsim): Debian's python3-simgrid (SimGrid 3.32, seconds to install)
+# when root with apt-get; PyPI's simgrid 4.x is a long C++ source build and renames the torus call, so not it.
+# Only the module's .so is linked into the venv (a .pth naming a folder that holds a symlink to it), and only
+# when it is built for the venv's Python; otherwise the simulator's tests skip and say why.
+# SWING_MPI_NO_SIMGRID=1 skips this part.
+if [ -z "${SWING_MPI_NO_SIMGRID:-}" ] && ! "$VENV/bin/python" -c "import simgrid" 2>/dev/null; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null && ! dpkg -s python3-simgrid >/dev/null 2>&1; then
+    echo "== installing SimGrid (apt-get install python3-simgrid)" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get install -y -q python3-simgrid >/dev/null 2>&1 \
+      || { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q python3-simgrid >/dev/null 2>&1; } \
+      || echo "== could not install python3-simgrid: the simulator's tests will skip" >&2
+  fi
+  suffix=$("$VENV/bin/python" -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))")
+  so="/usr/lib/python3/dist-packages/simgrid$suffix"
+  if [ -f "$so" ]; then
+    site=$("$VENV/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+    mkdir -p "$VENV/simgrid"
+    ln -sf "$so" "$VENV/simgrid/"
+    echo "$(cd "$VENV/simgrid" && pwd)" > "$site/swing_mpi_simgrid.pth"
+    echo "== SimGrid linked into $VENV ($(basename "$so"))" >&2
+  else
+    echo "== no SimGrid module for this venv's Python ($suffix): the simulator's tests will skip" >&2
+  fi
+fi

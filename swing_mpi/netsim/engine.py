@@ -38,13 +38,14 @@ from __future__ import annotations
 
 import heapq
 import math
+import os
 import time
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-__all__ = ["EngineInput", "run_engine", "run_in_child", "SIMGRID_CONFIG"]
+__all__ = ["EngineInput", "run_engine", "run_in_child", "simgrid_torus_routes", "SIMGRID_CONFIG", "CONTEXTS_ENV"]
 
 SIMGRID_CONFIG = (
     "--cfg=network/model:CM02",
@@ -57,6 +58,10 @@ SIMGRID_CONFIG = (
     "--log=root.thresh:warning",
 )
 """CM02 with latency and bandwidth factors 1, no RTT weight, no reverse (ACK) traffic; SimGrid quiet."""
+CONTEXTS_ENV = "SWING_MPI_SIMGRID_CONTEXTS"
+"""SimGrid's context factory for the driver actor: ``raw`` (default: the one actor switches stacks with
+SimGrid's kernel in the same thread, no OS thread switch per call), or ``thread`` (what the Python
+bindings pick by default; about twice as slow, far slower on a loaded machine)."""
 
 
 @dataclass
@@ -132,7 +137,8 @@ def run_engine(inp: EngineInput) -> dict[str, object]:
 
     sg = load_simgrid()
     t_wall = time.perf_counter()
-    engine = sg.Engine(["swing-mpi-simulate", *SIMGRID_CONFIG])
+    contexts = os.environ.get(CONTEXTS_ENV, "raw")
+    engine = sg.Engine(["swing-mpi-simulate", *SIMGRID_CONFIG, f"--cfg=contexts/factory:{contexts}"])
     hosts = _platform(sg, inp)
     p = len(hosts)
     L, S = inp.nlanes, inp.nsteps
@@ -322,4 +328,65 @@ def run_in_child(inp: EngineInput) -> dict[str, object]:
     proc.join()
     if status != "ok":
         raise RuntimeError(f"simulation failed: {value}")
+    return value
+
+
+def _torus_routes(dims: tuple[int, ...], pairs: list[tuple[int, int]]) -> list[list[tuple[int, int]]]:
+    from .network import simgrid_host_id
+    from .sgload import load_simgrid
+
+    sg = load_simgrid()
+    sg.Engine(["swing-mpi-routes", *SIMGRID_CONFIG])
+    root = sg.NetZone.create_full_zone("root")
+    by_id: dict[int, Any] = {}
+
+    def make_host(zone: Any, coords: Any, ident: int) -> tuple[Any, None]:
+        h = zone.create_host(f"node-{ident}", 1e9)
+        h.seal()
+        by_id[ident] = h
+        return (h.netpoint, None)
+
+    zone = sg.NetZone.create_torus_zone("torus", root, list(dims), sg.ClusterCallbacks(make_host, None, None),
+                                        1e9, 0.0, sg.Link.SharingPolicy.SPLITDUPLEX)
+    zone.seal()
+    root.seal()
+    rank_of = {simgrid_host_id(r, dims): r for r in range(math.prod(dims))}
+    out = []
+    for a, b in pairs:
+        links, _ = by_id[simgrid_host_id(a, dims)].route_to(by_id[simgrid_host_id(b, dims)])
+        hops = []
+        for ln in links:  # torus_link_from_X_to_Y_UP goes X -> Y, _DOWN goes Y -> X (SimGrid host ids)
+            m = ln.name.rsplit("_", 1)
+            x, y = (int(v) for v in m[0].split("from_")[1].split("_to_"))
+            hops.append((rank_of[x], rank_of[y]) if m[1] == "UP" else (rank_of[y], rank_of[x]))
+        out.append(hops)
+    return out
+
+
+def _routes_child(conn: Any, dims: tuple[int, ...], pairs: list[tuple[int, int]]) -> None:
+    try:
+        conn.send(("ok", _torus_routes(dims, pairs)))
+    except BaseException as e:  # noqa: BLE001 (reported to the parent)
+        conn.send(("error", f"{type(e).__name__}: {e}"))
+    finally:
+        conn.close()
+
+
+def simgrid_torus_routes(dims: tuple[int, ...], pairs: list[tuple[int, int]]) -> list[list[tuple[int, int]]]:
+    """SimGrid's own route between each pair of our ranks on its torus zone, as ``(from rank, to rank)`` hops.
+
+    Runs in a fresh process; used to check that our host mapping makes SimGrid route as the model does.
+    """
+    import multiprocessing as mp
+
+    ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
+    parent, child = ctx.Pipe(duplex=False)
+    proc = ctx.Process(  # type: ignore[attr-defined]
+        target=_routes_child, args=(child, tuple(dims), list(pairs)), daemon=True)
+    proc.start()
+    child.close()
+    status, value = parent.recv()
+    proc.join()
+    if status != "ok":
+        raise RuntimeError(value)
     return value

@@ -8,8 +8,8 @@ Networks:
     id. So SimGrid is given our sides in our order and rank ``r`` with
     coordinates ``(c0, c1, …)`` sits on host id ``c0 + d0·(c1 + d1·(…))``:
     SimGrid's dimension ``j`` is our dimension ``j`` and both route alike
-    (checked by the tests against SimGrid's own routes). Here the links a
-    message uses are only counted for the busiest-link report.
+    (checked by the tests against SimGrid's own routes, ties included). Here
+    the links a message uses are only counted for the busiest-link report.
 
     ``hyperx``: every node is linked to every other node of its row and
     column (of every line along each dimension), one link per direction.
@@ -32,12 +32,33 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cache
 
 import numpy as np
 
-from ..model.routing import route
-
 __all__ = ["Network", "simgrid_host_id"]
+
+
+@cache
+def _route(delta: tuple[int, ...], tie_down: tuple[bool, ...], dims: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """Links of SimGrid's torus route over ``delta``: ``(offsets from the source, ports)`` in order.
+
+    Dimension order, the shorter way round; a tie (``delta = d/2``) goes ``+``
+    except where ``tie_down`` says so (from coordinate ``d/2`` to ``0``).
+    """
+    offs: list[list[int]] = []
+    ports: list[int] = []
+    pos = [0] * len(dims)
+    for j, (x, d) in enumerate(zip(delta, dims)):
+        if x == 0:
+            continue
+        up = 2 * x < d or (2 * x == d and not tie_down[j])
+        hops, step, port = (x, 1, 2 * j) if up else (d - x, -1, 2 * j + 1)
+        for _ in range(hops):
+            offs.append(list(pos))
+            ports.append(port)
+            pos[j] += step
+    return np.array(offs, dtype=np.int64).reshape(len(offs), len(dims)), np.array(ports, dtype=np.int64)
 
 
 def simgrid_host_id(rank: int, dims: tuple[int, ...]) -> int:
@@ -95,15 +116,16 @@ class Network:
             if not mi:
                 return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
             return np.concatenate(mi), np.concatenate(li)
-        # torus: one route per distinct offset, translated
+        # torus: one route per distinct (offset, tie directions), translated
         D = len(self.dims)
         d = np.array(self.dims)[:, None]
         delta = (cd - cs) % d
-        keys, inv = np.unique(delta.T, axis=0, return_inverse=True)
+        tie_down = (2 * delta == d) & (2 * cs == d) & (cd == 0)  # SimGrid's one tie that goes −
+        keys, inv = np.unique(np.concatenate([delta, tie_down]).T, axis=0, return_inverse=True)
         inv = inv.reshape(-1)
         mi, li = [], []
         for g, key in enumerate(keys):
-            offs, ports = route(tuple(int(v) for v in key), self.dims)
+            offs, ports = _route(tuple(int(v) for v in key[:D]), tuple(bool(v) for v in key[D:]), self.dims)
             if len(ports) == 0:
                 continue
             m = idx[inv == g]

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -47,6 +47,16 @@ def _messages(algorithm: str, dims: tuple[int, ...], count: int, collective: str
         if "no symmetry" not in str(e):
             raise
         return read_messages(algorithm, dims, c0, collective), count / c0, False
+
+
+def _routes(net: Network, steps: Mapping[tuple[int, int], tuple[np.ndarray, ...]]
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Routes of an explicit network for every pair that talks: ``(src, dst, offsets, link ids)``."""
+    pairs = np.unique(np.concatenate([np.stack([s[0], s[1]]) for s in steps.values()], axis=1), axis=1)
+    mi, li = net.links(pairs[0], pairs[1])
+    order = np.argsort(mi, kind="stable")  # by pair, each route's links still in order
+    mi, li = mi[order], li[order]
+    return pairs[0], pairs[1], np.searchsorted(mi, np.arange(pairs.shape[1] + 1)), li
 
 
 def simulate(algorithm: str, dims: str | Sequence[int], nbytes: int, *, params: SimParams | None = None,
@@ -83,10 +93,7 @@ def simulate(algorithm: str, dims: str | Sequence[int], nbytes: int, *, params: 
             steps[key] = (src, dst, nb, net.hops(src, dst) * params.per_link_s)
     routes = None
     if params.network != "torus" and steps:
-        pairs = np.unique(np.concatenate([np.stack([s[0], s[1]]) for s in steps.values()], axis=1), axis=1)
-        mi, li = net.links(pairs[0], pairs[1])
-        off = np.searchsorted(mi, np.arange(pairs.shape[1] + 1))
-        routes = (pairs[0], pairs[1], off, li)
+        routes = _routes(net, steps)
     inp = EngineInput(params.network, dims_t, params.link_bytes_per_s, params.alpha_s, params.gamma_s_per_byte,
                       params.cpu, msgs.nlanes, msgs.nsteps, steps, msgs.reduce * per_elem, routes,
                       params.wait_sends)
@@ -112,7 +119,7 @@ def simulate(algorithm: str, dims: str | Sequence[int], nbytes: int, *, params: 
                      tuple(times), tuple(busiest), tuple(tuple(x) for x in lane_ends),
                      int(out["simulated_messages"]), exact, msgs.count,  # type: ignore[call-overload]
                      msgs.symmetry, time.perf_counter() - t0, float(out["wall_s"]),  # type: ignore[arg-type]
-                     {"instants": out["instants"]})
+                     {"instants": out["instants"], "bytes_sent": int(sum(int(v[2].sum()) for v in steps.values()))})
 
 
 def simulate_transfers(dims: str | Sequence[int], steps: dict[tuple[int, int], Sequence[tuple[int, int, int]]], *,
@@ -140,9 +147,7 @@ def simulate_transfers(dims: str | Sequence[int], steps: dict[tuple[int, int], S
         red[lane, k, r] = b
     routes = None
     if params.network != "torus" and arrays:
-        pairs = np.unique(np.concatenate([np.stack([s[0], s[1]]) for s in arrays.values()], axis=1), axis=1)
-        mi, li = net.links(pairs[0], pairs[1])
-        routes = (pairs[0], pairs[1], np.searchsorted(mi, np.arange(pairs.shape[1] + 1)), li)
+        routes = _routes(net, arrays)
     return run_in_child(EngineInput(params.network, dims_t, params.link_bytes_per_s, params.alpha_s,
                                     params.gamma_s_per_byte, params.cpu, nl, ns, arrays, red, routes,
                                     params.wait_sends))

@@ -1,0 +1,153 @@
+"""The SimGrid simulator of our schedules: exact times on small tori, routing, semantics, the model."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import pytest
+
+from swing_mpi.netsim import SimParams, simgrid_available, simulate
+from swing_mpi.netsim.network import Network
+
+OK, WHY = simgrid_available()
+pytestmark = pytest.mark.skipif(not OK, reason=f"SimGrid missing: {WHY}")
+
+BW = 1e9  # bytes per second
+LINK = 1.5e-6  # seconds per link: 1 µs wire + 0.5 µs router
+P0 = SimParams(link_bps=8 * BW, latency_s=1e-6, hop_s=0.5e-6, alpha_s=0.0)
+MB = 1_000_000
+
+
+def run(dims, steps, params=P0, **kw):
+    from swing_mpi.netsim.run import simulate_transfers
+
+    return simulate_transfers(dims, steps, params=params, **kw)["time_s"]
+
+
+@pytest.mark.parametrize("dims,src,dst,hops", [((8,), 0, 3, 3), ((8,), 0, 4, 4), ((8,), 0, 7, 1),
+                                                ((4, 4), 0, 6, 3), ((3, 5), 14, 0, 2), ((2, 2, 2), 0, 7, 3)])
+def test_one_message_over_k_hops(dims, src, dst, hops):
+    assert run(dims, {(0, 0): [(src, dst, MB)]}) == pytest.approx(hops * LINK + MB / BW, rel=1e-9)
+
+
+def test_two_flows_share_a_link():
+    p = SimParams(link_bps=8 * BW, latency_s=0.0, hop_s=0.0, alpha_s=0.0)
+    assert run((8,), {(0, 0): [(1, 2, MB)]}, p) == pytest.approx(MB / BW, rel=1e-9)
+    assert run((8,), {(0, 0): [(0, 2, MB), (1, 2, MB)]}, p) == pytest.approx(2 * MB / BW, rel=1e-9)
+
+
+def test_two_directions_of_a_link_do_not_share():
+    p = SimParams(link_bps=8 * BW, latency_s=0.0, hop_s=0.0, alpha_s=0.0)
+    assert run((8,), {(0, 0): [(0, 1, MB), (1, 0, MB)]}, p) == pytest.approx(MB / BW, rel=1e-9)
+
+
+def test_alpha_and_gamma():
+    p = SimParams(link_bps=8 * BW, latency_s=1e-6, hop_s=0.5e-6, alpha_s=5e-6, gamma_s_per_byte=1e-9)
+    # alpha before the step's sends; gamma only for the bytes the receiver reduces
+    assert run((8,), {(0, 0): [(0, 1, MB)]}, p) == pytest.approx(5e-6 + LINK + MB / BW, rel=1e-9)
+    t = run((8,), {(0, 0): [(0, 1, MB)]}, p, reduce_bytes={(0, 0, 1): MB})
+    assert t == pytest.approx(5e-6 + LINK + MB / BW + MB * 1e-9, rel=1e-9)
+
+
+def test_a_lane_step_waits_for_its_receives():
+    # rank 1 forwards at step 1 only once step 0's message is in
+    t = run((8,), {(0, 0): [(0, 1, MB)], (0, 1): [(1, 2, MB)]})
+    assert t == pytest.approx(2 * (LINK + MB / BW), rel=1e-9)
+    p = SimParams(link_bps=8 * BW, latency_s=1e-6, hop_s=0.5e-6, alpha_s=2e-6)
+    t = run((8,), {(0, 0): [(0, 1, MB)], (0, 1): [(1, 2, MB)]}, p)
+    assert t == pytest.approx(2 * (2e-6 + LINK + MB / BW), rel=1e-9)
+
+
+def test_lanes_of_a_rank_share_its_cpu_or_not():
+    steps = {(0, 0): [(0, 1, 1000)], (1, 0): [(0, 7, 1000)]}
+    lane = SimParams(link_bps=8 * BW, latency_s=0.0, hop_s=0.0, alpha_s=1e-5, cpu="lane")
+    rank = SimParams(link_bps=8 * BW, latency_s=0.0, hop_s=0.0, alpha_s=1e-5, cpu="rank")
+    assert run((8,), steps, lane) == pytest.approx(1e-5 + 1e-6, rel=1e-9)
+    assert run((8,), steps, rank) == pytest.approx(2e-5 + 1e-6, rel=1e-9)
+
+
+@pytest.mark.parametrize("dims", [(4, 4), (3, 5), (2, 3, 4), (6,)])
+def test_simgrid_routes_as_the_model(dims):
+    import numpy as np
+
+    from swing_mpi.netsim.engine import simgrid_torus_routes
+
+    p = math.prod(dims)
+    pairs = [(a, b) for a, b in itertools.product(range(p), repeat=2) if a != b]
+    got = simgrid_torus_routes(dims, pairs)
+    net = Network("torus", dims)
+    mi, li = net.links(np.array([a for a, _ in pairs]), np.array([b for _, b in pairs]))
+    D = len(dims)
+    ours: list[list[tuple[int, int]]] = [[] for _ in pairs]
+    for m, link in zip(mi.tolist(), li.tolist()):
+        u, port = divmod(link, 2 * D)
+        c = list(np.unravel_index(u, dims))
+        j, back = divmod(port, 2)
+        c[j] = (c[j] + (-1 if back else 1)) % dims[j]
+        ours[m].append((u, int(np.ravel_multi_index(tuple(c), dims))))
+    assert got == ours
+
+
+def test_figure1_ring16():
+    p = SimParams(alpha_s=0.0)
+    n = 16 << 20
+    rd = simulate("rabenseifner", (16,), n, params=p, collective="reduce_scatter")
+    sw = simulate("swing-bw-1port", (16,), n, params=p, collective="reduce_scatter")
+    ratio = sum(rd.step_times[:3]) / sum(sw.step_times[:3])
+    assert ratio == pytest.approx(1.5, rel=0.02)
+    assert [b["messages"] for b in rd.busiest_link[:3]] == [1, 2, 4]
+    assert [b["messages"] for b in sw.busiest_link[:3]] == [1, 1, 2]
+
+
+@pytest.mark.parametrize("alg", ["swing-bw", "swing-bw-1port", "swing-lat", "recdoub", "rabenseifner",
+                                 "recdoub-mirrored", "ring", "bucket", "hamiltonian"])
+def test_agrees_with_the_model_at_large_vectors(alg):
+    """256 MiB, α = 0, the 16-node ring (8x8 and 4x4x4: benchmarks/netsim_model.py, its results stored)."""
+    from swing_mpi.model import analyze
+
+    p = SimParams(alpha_s=0.0)
+    n = 256 << 20
+    model = analyze(alg, (16,)).time(n, alpha=0.0, link_bytes_per_s=p.link_bytes_per_s)
+    assert simulate(alg, (16,), n, params=p).time_s == pytest.approx(model, rel=0.05)
+
+
+def test_tiny_and_uneven_vectors_send_exactly_the_schedules_bytes():
+    from swing_mpi.schedule import build_schedule
+
+    got = {}
+    for nbytes in (32, 4 * 1001):
+        r = got[nbytes] = simulate("swing-bw", (4, 4), nbytes)
+        assert r.exact
+        want = sum(build_schedule("swing-bw", (4, 4), q, nbytes // 4).sent_elements() for q in range(16)) * 4
+        assert r.extra["bytes_sent"] == want
+        assert r.time_s > 0
+    # 32 B: 8 elements over 4 lanes and 16 ranks leave most blocks empty: fewer messages, no zero-byte ones
+    assert got[32].messages < got[4 * 1001].messages
+
+
+def test_hyperx_swing_one_message_per_link_per_step():
+    r = simulate("swing-bw", (8, 8), 64 << 20, params=SimParams(network="hyperx", alpha_s=0.0))
+    assert {b["most_messages"] for b in r.busiest_link} == {1}
+    t = simulate("swing-bw", (8, 8), 64 << 20, params=SimParams(alpha_s=0.0)).time_s
+    assert r.time_s < t
+
+
+def test_fattree_swing_equals_recursive_doubling():
+    p = SimParams(network="fattree", alpha_s=0.0)
+    n = 64 << 20
+    sw = simulate("swing-bw-1port", (64,), n, params=p)
+    rd = simulate("rabenseifner", (64,), n, params=p)
+    assert sw.time_s == pytest.approx(rd.time_s, rel=0.01)
+
+
+def test_bad_input():
+    with pytest.raises(ValueError, match="unknown algorithm"):
+        simulate("nope", (4, 4), 1024)
+    with pytest.raises(ValueError, match="whole number"):
+        simulate("swing-bw", (4, 4), 1023)
+    with pytest.raises(ValueError, match="network"):
+        SimParams(network="mesh")
+    with pytest.raises(ValueError, match="no reduce_scatter"):
+        simulate("recdoub", (4, 4), 1024, collective="reduce_scatter")
+    assert simulate("swing-bw", (4, 4), 0).time_s == 0.0
