@@ -37,7 +37,9 @@ def preset_params(preset: str) -> dict[str, Any]:
     network-only setting, the simulator's own ``c`` preset). ``c-reduce``: the
     same plus numpy's add per byte (a C loop, measured by swing-mpi probe),
     what a C MPI pays to reduce. ``engine``: this library's measured costs, a
-    rank's lanes in series on one CPU.
+    rank's lanes in series on one CPU. ``engine-cgamma``: the engine's per-step
+    cost with the C reduction cost (the executor reduces with the same numpy
+    kernel; its own gamma was measured with both ranks sharing the memory).
     """
     from swing_mpi.probe import C_ALPHA_S
 
@@ -48,6 +50,8 @@ def preset_params(preset: str) -> dict[str, Any]:
         return {"alpha_s": C_ALPHA_S, "gamma_s_per_byte": float(e["c_gamma_s_per_byte"]), "cpu": "lane"}
     if preset == "engine":
         return {"alpha_s": float(e["alpha_s"]), "gamma_s_per_byte": float(e["gamma_s_per_byte"]), "cpu": "rank"}
+    if preset == "engine-cgamma":  # the engine's steps, the reduction measured as the C loop's (the same np.add)
+        return {"alpha_s": float(e["alpha_s"]), "gamma_s_per_byte": float(e["c_gamma_s_per_byte"]), "cpu": "rank"}
     return {"alpha_s": float(preset), "gamma_s_per_byte": 0.0, "cpu": "lane"}
 
 
