@@ -27,6 +27,15 @@ C_MPI = ("recdoub", "rabenseifner", "ring")
 PAPER_XI = {2: (1.19, 1.5), 3: (1.03, 1.17), 4: (1.008, 1.07)}  # Swing, torus-optimized Rabenseifner (Table 2)
 
 
+def color(alg: str) -> str:
+    """One colour per algorithm in every plot (registry order, then the name)."""
+    from swing_mpi.schedule import ALGORITHMS
+
+    names = list(ALGORITHMS)
+    i = names.index(alg) if alg in names else len(names) + sum(map(ord, alg)) % 10
+    return f"C{i % 10}"
+
+
 def size_text(n: int) -> str:
     for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
         if n >= 1 << shift and n % (1 << shift) == 0:
@@ -84,7 +93,7 @@ def plot(key: tuple[str, str, str], algs: dict[str, dict[int, float]], peak: flo
         xs = sorted(pts)
         style = "-" if alg.startswith("swing") else "--"
         ax.plot(xs, [x / pts[x] / 1e9 for x in xs], style, marker="o", ms=3, lw=2 if alg == "swing-bw" else 1.2,
-                label=alg)
+                label=alg, color=color(alg))
     if peak:
         ax.axhline(peak / 1e9, color="grey", lw=0.8, ls=":", label="peak (D x link)")
     ax.set_xscale("log", base=2)
@@ -95,6 +104,51 @@ def plot(key: tuple[str, str, str], algs: dict[str, dict[int, float]], peak: flo
     ax.set_title(f"{net} {dims}, 400 Gb/s links, preset {preset}")
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def summary_plot(g: dict, peak: dict, path: Path) -> None:
+    """Goodput vs size on the 2D square tori (preset c), one panel each, and ours against a C MPI on 8x8."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    shapes = [k for k in (("torus", "8x8", "c"), ("torus", "16x16", "c"), ("torus", "64x64", "c")) if k in g]
+    fig, axes = plt.subplots(1, len(shapes) + 1, figsize=(4.2 * (len(shapes) + 1), 3.8))
+    for ax, key in zip(axes, shapes):
+        for alg, pts in sorted(g[key].items()):
+            xs = sorted(pts)
+            ax.plot(xs, [x / pts[x] / 1e9 for x in xs], "-" if alg.startswith("swing") else "--", marker="o", ms=2.5,
+                    lw=2 if alg == "swing-bw" else 1.1, label=alg, color=color(alg))
+        pk = peak.get(key[:2])
+        if pk:
+            ax.axhline(pk / 1e9, color="grey", lw=0.8, ls=":")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_title(f"{key[1]} torus, 400 Gb/s (preset c)", fontsize=9)
+        ax.set_xlabel("bytes")
+        ax.grid(True, alpha=0.3)
+    axes[0].set_ylabel("goodput (GB/s)")
+    axes[0].legend(fontsize=6, ncol=2)
+    ax = axes[-1]
+    for dims in ("8x8", "16x16", "64x64"):
+        eng = g.get(("torus", dims, "engine"), {}).get("swing-bw", {})
+        c = g.get(("torus", dims, "c-reduce"), {})
+        for label, ours in (("engine", eng), ("engine-cgamma", g.get(("torus", dims, "engine-cgamma"), {})
+                                                                 .get("swing-bw", {}))):
+            xs = [n for n in sorted(ours) if any(n in c.get(a, {}) for a in C_MPI)]
+            if xs:
+                ax.plot(xs, [min(c[a][n] for a in C_MPI if n in c.get(a, {})) / ours[n] for n in xs],
+                        "-" if label == "engine" else "--", marker="o", ms=3, label=f"{dims} {label}")
+    ax.axhline(1, color="grey", lw=0.8)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_title("C MPI's best time / ours (swing-bw)", fontsize=9)
+    ax.set_xlabel("bytes")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=6)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -199,6 +253,8 @@ def main(argv: list[str] | None = None) -> int:
             name = f"goodput-{key[0]}-{key[1]}-{key[2]}.png"
             plot(key, algs, peak.get((key[0], key[1])), out / name)
             md += [f"![{key}]({name})", ""]
+    if not args.no_plots:
+        summary_plot(g, peak, out / "summary.png")
     (out / "report.md").write_text("\n".join(md) + "\n")
     print(f"wrote {out / 'report.md'} ({len(rows)} points)")
     return 0
