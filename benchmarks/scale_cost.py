@@ -2,9 +2,10 @@
 
     nice python benchmarks/scale_cost.py                     # 8x8 .. 128x128, swing-bw, 1 MiB, preset c
 
-Each point is a fresh ``swing-mpi simulate ... --json`` process; its peak
-resident memory is the largest of it and its children (the SimGrid process),
-from ``wait4``. Results are appended to benchmarks/results/scale/cost.jsonl with
+Each point is a fresh ``swing-mpi simulate ... --json`` process; its CPU time
+(with its children: the SimGrid process) and peak resident memory (the largest
+of them) come from ``getrusage(RUSAGE_CHILDREN)``: the CPU time is what the
+point costs on an idle machine, whatever else runs. Results are appended to benchmarks/results/scale/cost.jsonl with
 the machine's load average before and after (other processes on the cores
 stretch the wall time, not the memory).
 """
@@ -33,7 +34,10 @@ def main(argv: list[str] | None = None) -> int:
     for shape in args.shapes.split(","):
         cmd = [sys.executable, "-m", "swing_mpi", "simulate", "--dims", shape, "--sizes", args.size,
                "--algorithms", args.algorithm, "--alpha", "c", "--json"]
+        import resource
+
         load0 = os.getloadavg()
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.perf_counter()
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
@@ -42,12 +46,12 @@ def main(argv: list[str] | None = None) -> int:
             proc.kill()
             out, err = proc.communicate()
         wall = time.perf_counter() - t0
-        # communicate() reaped the child; its rusage (with its waited-for children) is in RUSAGE_CHILDREN's max
-        import resource
-
-        maxrss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+        # communicate() reaped the child; its rusage (with its waited-for children) is in RUSAGE_CHILDREN
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        maxrss = after.ru_maxrss
+        cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
         rec: dict = {"shape": shape, "algorithm": args.algorithm, "size": args.size, "returncode": proc.returncode,
-                     "wall_s": wall, "max_rss_kib_so_far": maxrss, "loadavg_before": load0,
+                     "wall_s": wall, "cpu_s": cpu, "max_rss_kib_so_far": maxrss, "loadavg_before": load0,
                      "loadavg_after": os.getloadavg(), "command": " ".join(cmd[1:]),
                      "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         lines = [json.loads(x) for x in out.splitlines() if x.startswith("{")]
@@ -57,7 +61,8 @@ def main(argv: list[str] | None = None) -> int:
             rec["stderr"] = err[-2000:]
         with open(args.out, "a") as f:
             f.write(json.dumps(rec) + "\n")
-        print(f"{shape}: rc {proc.returncode}, {wall:.1f} s, max rss so far {maxrss / 1024:.0f} MiB", flush=True)
+        print(f"{shape}: rc {proc.returncode}, {wall:.1f} s wall, {cpu:.1f} s CPU, "
+              f"max rss so far {maxrss / 1024:.0f} MiB", flush=True)
     return 0
 
 
