@@ -237,14 +237,21 @@ def main(argv: list[str] | None = None) -> int:
                       f"{f'{cs[a] / ours_cg:.2f}' if ours_cg else '-'} |")
     md.append("")
     # scaling
-    md += ["## Simulation cost as p grows (swing-bw, 1 MiB, preset c, one point per run)", "",
-           "| shape | p | messages | wall (s) | SimGrid part (s) | peak memory (MiB) |", "|---|---|---|---|---|---|"]
-    sc = sorted((r for r in rows if r["algorithm"] == "swing-bw" and int(r["bytes"]) == 1 << 20
-                 and r["preset"] == "c" and r["network"] == "torus" and r["dims"].count("x") == 1
-                 and len(set(r["dims"].split("x"))) == 1), key=lambda r: r["p"])
-    for r in sc:
-        md.append(f"| {r['dims']} | {r['p']} | {r.get('messages')} | {r['wall_s']:.1f} | "
-                  f"{(r.get('sim_wall_s') or 0):.1f} | {r['peak_rss_kib'] / 1024:.0f} |")
+    md += ["## Simulation cost as p grows (swing-bw, 1 MiB, preset c)", "",
+           "From cost.jsonl (benchmarks/scale_cost.py: a fresh `swing-mpi simulate` process per point; CPU time "
+           "and peak memory of it and its SimGrid child). Wall time on the loaded machine (load average in the "
+           "file) is longer than the CPU time.", "",
+           "| shape | p | messages | wall (s) | CPU (s) | SimGrid part of the wall (s) | peak memory (MiB) |",
+           "|---|---|---|---|---|---|---|"]
+    cost = Path(args.points).parent / "cost.jsonl"
+    if cost.exists():
+        last = {json.loads(x)["shape"]: json.loads(x) for x in cost.read_text().splitlines() if x.strip()}
+        for c in sorted(last.values(), key=lambda c: c.get("result", {}).get("p", 0)):
+            r = c.get("result", {})
+            cpu = c.get("cpu_s")
+            md.append(f"| {c['shape']} | {r.get('p', '-')} | {r.get('messages', '-')} | {c['wall_s']:.1f} | "
+                      f"{f'{cpu:.1f}' if cpu is not None else '-'} | {r.get('sim_wall_s', '-')} | "
+                      f"{c['max_rss_kib_so_far'] / 1024:.0f} |")
     md.append("")
     md += ["## Per shape", ""]
     for key, algs in sorted(g.items()):
