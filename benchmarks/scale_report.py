@@ -157,7 +157,8 @@ def summary_plot(g: dict, peak: dict, path: Path) -> None:
 def shape_tables(key: tuple[str, str, str], algs: dict[str, dict[int, float]]) -> list[str]:
     sizes = sorted({n for pts in algs.values() for n in pts})
     lines = [f"### {key[0]} {key[1]}, preset {key[2]}", "",
-             "| size | fastest | its time | best Swing | best other | Swing speedup |", "|---|---|---|---|---|---|"]
+             "| size | fastest | its time | best Swing | best other | Swing speedup | over MPI's (recdoub, rabenseifner, "
+             "ring) |", "|---|---|---|---|---|---|---|"]
     for n in sizes:
         here = {a: pts[n] for a, pts in algs.items() if n in pts}
         best = min(here, key=here.__getitem__)
@@ -166,8 +167,11 @@ def shape_tables(key: tuple[str, str, str], algs: dict[str, dict[int, float]]) -
         if not sw or not other:
             continue
         s, o = min(sw, key=sw.__getitem__), min(other, key=other.__getitem__)
+        mpi = {a: t for a, t in here.items() if a in C_MPI}
+        m = min(mpi, key=mpi.__getitem__) if mpi else None
         lines.append(f"| {size_text(n)} | {best} | {time_text(here[best])} | {s} {time_text(sw[s])} | "
-                     f"{o} {time_text(other[o])} | {other[o] / sw[s]:.2f}x |")
+                     f"{o} {time_text(other[o])} | {other[o] / sw[s]:.2f}x | "
+                     + (f"{m} {mpi[m] / sw[s]:.2f}x |" if m else "- |"))
     b = algs.get("bucket", {})
     passes = [n for n in sizes if n in b and any(n in algs.get(a, {}) for a in SWING)
               and b[n] < min(algs[a][n] for a in SWING if n in algs.get(a, {}))]
