@@ -157,7 +157,8 @@ def summary_plot(g: dict, peak: dict, path: Path) -> None:
 def shape_tables(key: tuple[str, str, str], algs: dict[str, dict[int, float]]) -> list[str]:
     sizes = sorted({n for pts in algs.values() for n in pts})
     lines = [f"### {key[0]} {key[1]}, preset {key[2]}", "",
-             "| size | fastest | its time | best Swing | best other | Swing speedup | over MPI's (recdoub, rabenseifner, "
+             "| size | fastest | its time | best Swing | best other | Swing speedup | over MPI's (recdoub, "
+             "rabenseifner, "
              "ring) |", "|---|---|---|---|---|---|---|"]
     for n in sizes:
         here = {a: pts[n] for a, pts in algs.items() if n in pts}
