@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -51,6 +52,10 @@ def model_psi_xi(dims: str, algs: tuple[str, ...]) -> dict[str, float]:
     """Return the closed-form model's Psi x Xi (routed) per algorithm on a torus: T(large n) / T at peak."""
     import subprocess
 
+    cache_file = OUT / "model_psi_xi.json"
+    cache = json.loads(cache_file.read_text()) if cache_file.exists() else {}
+    if all(f"{dims} {a}" in cache for a in algs):
+        return {a: cache[f"{dims} {a}"] for a in algs}
     cmd = [sys.executable, "-m", "swing_mpi", "model", "--dims", dims, "-a", ",".join(algs), "--alpha-us", "0",
            "--json"]
     try:
@@ -62,6 +67,8 @@ def model_psi_xi(dims: str, algs: tuple[str, ...]) -> dict[str, float]:
         d = json.loads(line)
         if "Psi" in d and "Xi_routed" in d:
             out[d["algorithm"]] = d["Psi"] * d["Xi_routed"]
+            cache[f"{dims} {d['algorithm']}"] = out[d["algorithm"]]
+    cache_file.write_text(json.dumps(cache, indent=1, sort_keys=True) + "\n")
     return out
 
 
@@ -152,6 +159,35 @@ def summary_plot(g: dict, peak: dict, path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def win_row(key: tuple[str, str, str], algs: dict[str, dict[int, float]]) -> str | None:
+    """Return one summary row: sizes run, where Swing is fastest, its best margins, where bucket passes it."""
+    sizes = sorted(n for n in {n for pts in algs.values() for n in pts} if sum(n in pts for pts in algs.values()) > 1)
+    wins, best_other, best_mpi, passes = [], (0.0, 0), (0.0, 0), None
+    for n in sizes:
+        here = {a: pts[n] for a, pts in algs.items() if n in pts}
+        sw = [t for a, t in here.items() if a in SWING]
+        other = [t for a, t in here.items() if not a.startswith("swing")]
+        if not sw or not other:
+            continue
+        t = min(sw)
+        if t <= min(here.values()):
+            wins.append(n)
+        best_other = max(best_other, (min(other) / t, n))
+        mpi = [here[a] for a in C_MPI if a in here]
+        if mpi:
+            best_mpi = max(best_mpi, (min(mpi) / t, n))
+        if passes is None and "bucket" in here and here["bucket"] < t:
+            passes = n
+    if not best_other[1]:
+        return None
+    run = ", ".join(size_text(n) for n in sizes)
+    return (f"| {key[0]} {key[1]} | {run} | {', '.join(size_text(n) for n in wins) or 'none'} | "
+            f"{best_other[0]:.2f}x at {size_text(best_other[1])} | "
+            + (f"{best_mpi[0]:.2f}x at {size_text(best_mpi[1])}" if best_mpi[1] else "-") + " | "
+            + (size_text(passes) if passes else ("not run" if not any("bucket" == a for a in algs) else "no size"))
+            + " |")
 
 
 def shape_tables(key: tuple[str, str, str], algs: dict[str, dict[int, float]]) -> list[str]:
@@ -257,6 +293,15 @@ def main(argv: list[str] | None = None) -> int:
             md.append(f"| {c['shape']} | {r.get('p', '-')} | {r.get('messages', '-')} | {c['wall_s']:.1f} | "
                       f"{f'{cpu:.1f}' if cpu is not None else '-'} | {r.get('sim_wall_s', '-')} | "
                       f"{c['max_rss_kib_so_far'] / 1024:.0f} |")
+    md.append("")
+    md += ["## Where Swing wins (preset c)", "",
+           "| network, shape | sizes run | Swing fastest at | best margin over any other | over MPI's best "
+           "(recdoub, rabenseifner, ring) | bucket first faster at |", "|---|---|---|---|---|---|"]
+    for key, algs in sorted(g.items(), key=lambda kv: (kv[0][0], math.prod(map(int, kv[0][1].split("x"))))):
+        if key[2] == "c":
+            row = win_row(key, algs)
+            if row:
+                md.append(row)
     md.append("")
     md += ["## Per shape", ""]
     for key, algs in sorted(g.items()):
