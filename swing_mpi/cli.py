@@ -1,4 +1,4 @@
-"""``swing-mpi`` (also ``python -m swing_mpi``): schedule, model, bench, lab, calibrate, choose, simulate.
+"""``swing-mpi`` (also ``python -m swing_mpi``): schedule, model, bench, lab, calibrate, choose, simulate, probe.
 
 Each subcommand lives in its own module exposing ``add_arguments(parser)``
 and ``run(args) -> int``; they are imported only when used, so
@@ -24,6 +24,7 @@ SUBCOMMANDS = {
     "choose": ("swing_mpi.choose_cli", "what `auto` runs for a call, and every candidate's measured or modelled time"),
     "simulate": ("swing_mpi.netsim.cli", "simulate our schedules on a torus, HyperX or fat tree (SimGrid): time, "
                  "goodput, per-step loads"),
+    "probe": ("swing_mpi.probe", "measure this library's per-step and per-byte costs for the simulator (mpiexec -n 2)"),
 }
 
 

@@ -10,7 +10,6 @@ read from a small JSON file (:func:`engine_costs`).
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections.abc import Iterator, Mapping
@@ -40,32 +39,32 @@ class PresetError(LookupError):
 def engine_costs_path() -> Path:
     """Return where the ``engine`` preset is read from.
 
-    ``$SWING_MPI_ENGINE_COSTS``, else ``~/.config/swing_mpi/engine_costs.json``.
+    ``$SWING_MPI_ENGINE_COSTS``, else ``$XDG_CONFIG_HOME/swing_mpi/engine_costs.json``
+    (``~/.config/swing_mpi/engine_costs.json``), as ``swing-mpi probe`` writes it.
     """
+    from ..probe import default_engine_path
+
     env = os.environ.get(ENGINE_COSTS_ENV)
-    if env:
-        return Path(env)
-    return Path(os.path.expanduser("~")) / ".config" / "swing_mpi" / "engine_costs.json"
+    return Path(env) if env else default_engine_path()
 
 
 def engine_costs() -> tuple[float, float]:
-    """Return the engine preset ``(alpha_s, gamma_s_per_byte)`` from :func:`engine_costs_path`.
+    """Return the engine preset ``(alpha_s, gamma_s_per_byte)``: :func:`swing_mpi.probe.load_engine_costs`.
 
-    This is the hook the engine's cost probe fills: it writes that file; a
-    missing or malformed file raises :class:`PresetError` saying so.
+    The file at :func:`engine_costs_path` if there is one (``swing-mpi probe``
+    writes it), else the costs measured on the development machine and built
+    in (:data:`swing_mpi.probe.DEFAULT_ENGINE`). A named file that is missing
+    or malformed raises :class:`PresetError`.
     """
-    path = engine_costs_path()
+    from ..probe import load_engine_costs
+
     try:
-        data = json.loads(path.read_text())
-        alpha, gamma = float(data["alpha_s"]), float(data["gamma_s_per_byte"])
-    except FileNotFoundError:
-        raise PresetError(f"the engine preset was never measured here: {path} does not exist "
-                          f"(write it with the engine's cost probe, or set ${ENGINE_COSTS_ENV})") from None
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise PresetError(f"cannot read the engine preset from {path}: {e}") from None
-    if not (math.isfinite(alpha) and math.isfinite(gamma) and alpha >= 0 and gamma >= 0):
-        raise PresetError(f"engine preset in {path} must be finite and >= 0, got {alpha}, {gamma}")
-    return alpha, gamma
+        c = load_engine_costs()
+    except ValueError as e:
+        raise PresetError(str(e)) from None
+    if not (math.isfinite(c.alpha_s) and math.isfinite(c.gamma_s_per_byte)):
+        raise PresetError(f"engine preset from {c.source} must be finite, got {c.alpha_s}, {c.gamma_s_per_byte}")
+    return c.alpha_s, c.gamma_s_per_byte
 
 
 class _Presets(Mapping[str, tuple[float, float]]):

@@ -1,0 +1,169 @@
+"""The simulator against the emulated torus lab's stored medians (not tuned to them).
+
+    python benchmarks/validate_lab.py                       # table on stdout
+    python benchmarks/validate_lab.py --out benchmarks/results/scale/validate-lab
+
+For every algorithm of ours measured in the lab at 1, 4 and 16 MiB on 4x4, 3x4
+and 8x8 (benchmarks/results/lab*/results.csv, medians in us), simulate the same
+call with the lab's parameters: 40 Mbit/s per link direction, the lab's
+latency (veth + TCP between namespaces: a few tens of us, see --latency; at
+these sizes a step's bytes take 10-3000 ms, so it does not matter), no router
+delay, and the ``engine`` preset (this library's measured costs). Prints shape,
+algorithm, size, lab median, simulated, ratio, within 15 %?; then the 16-node
+ring's Figure 1 ratio (Rabenseifner's recursive-doubling reduce-scatter over
+single-port Swing) in the lab and simulated, within 10 %?
+
+The lab reduced float64 sums, so an algorithm whose schedule depends on the op
+being exact (``swing-lat``: its float form gathers every contribution and
+combines them in rank order) is simulated from its float schedules, read rank
+by rank (benchmarks/simrun.py: schedule_messages); the simulator itself builds
+the exact form.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from simrun import preset_params, simulate_point  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results"
+MIB = 1 << 20
+SIZES = (1 * MIB, 4 * MIB, 16 * MIB)
+LAB_SETS = {  # shape -> stored lab sweeps (earlier listed first wins a duplicate point)
+    "4x4": ("lab4x4-small", "lab4x4-large"),
+    "3x4": ("lab3x4", "lab3x4-16M"),
+    "8x8": ("lab8x8",),
+}
+RING = ("16", "lab-ring16", 4 * MIB)
+TOLERANCE = 0.15
+RING_TOLERANCE = 0.10
+
+
+def build_schedule(alg: str, dims: tuple[int, ...], rank: int, count: int, *, exact: bool) -> Any:
+    from swing_mpi.schedule import build_schedule as build
+
+    return build(alg, dims, rank, count, exact=exact)
+
+
+def uses_exact(alg: str) -> bool:
+    from swing_mpi.schedule import ALGORITHMS
+
+    return ALGORITHMS[alg].uses_exact
+
+
+def registered() -> list[str]:
+    from swing_mpi.schedule import ALGORITHMS
+
+    return [a for a, info in ALGORITHMS.items() if "allreduce" in info.collectives]
+
+
+def lab_medians(dirs: tuple[str, ...], sizes: tuple[int, ...]) -> dict[tuple[str, int], tuple[float, str]]:
+    """(algorithm, bytes) -> (median seconds, source file) for our algorithms in the stored lab sweeps."""
+    ours = set(registered())
+    out: dict[tuple[str, int], tuple[float, str]] = {}
+    for d in dirs:
+        path = RESULTS / d / "results.csv"
+        for row in csv.DictReader(path.open()):
+            key = (row["label"], int(row["size"]))
+            if row["label"] in ours and key[1] in sizes and key not in out and row["time_median_us"]:
+                out[key] = (float(row["time_median_us"]) * 1e-6, str(path.relative_to(ROOT)))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--link", type=float, default=40e6, help="bits/s per link direction (the lab: 40e6)")
+    ap.add_argument("--latency", type=float, default=50e-6, help="seconds per link (default 50e-6)")
+    ap.add_argument("--hop", type=float, default=0.0, help="seconds per router hop (default 0)")
+    ap.add_argument("--alpha", default="engine", help="c, engine or seconds per step (default engine)")
+    ap.add_argument("--shapes", default="4x4,3x4,8x8,16", help="shapes (16: the ring's Figure 1 ratio)")
+    ap.add_argument("--timeout", type=float, default=600)
+    ap.add_argument("--out", default=None, help="folder for table.txt, results.csv/json, command.txt")
+    args = ap.parse_args(argv)
+    params = {"link_bps": args.link, "latency_s": args.latency, "hop_s": args.hop, "network": "torus",
+              "itemsize": 8, **preset_params(args.alpha)}  # the lab's vectors: float64
+    shapes = args.shapes.split(",")
+    rows: list[dict] = []
+    lines = [f"# {' '.join(shlex.quote(a) for a in [sys.executable, *sys.argv])}",
+             f"# params: {json.dumps(params)} (alpha preset {args.alpha})",
+             f"{'shape':>6} {'algorithm':<17} {'size':>7} {'lab (s)':>9} {'sim (s)':>9} {'sim/lab':>8}  within 15% "
+             f"steps (lab-sim)/step (ms)"]
+    print("\n".join(lines), flush=True)
+
+    def point(shape: str, alg: str, nbytes: int, lab: float, src: str) -> dict:
+        dims = tuple(int(x) for x in shape.split("x"))
+        # the lab reduced float64 sums: an algorithm whose schedule depends on exactness ran its float form
+        float_form = uses_exact(alg)
+        r = simulate_point(alg, dims, nbytes, params, timeout=args.timeout, exact=False if float_form else None)
+        sim = r.get("time_s")
+        ratio = sim / lab if sim else None
+        ok = ratio is not None and abs(ratio - 1) <= TOLERANCE
+        steps = build_schedule(alg, dims, 0, nbytes // 8, exact=False).nsteps
+        excess = (lab - sim) / steps if sim else None
+        row = {"shape": shape, "algorithm": alg, "bytes": nbytes, "lab_s": lab, "sim_s": sim, "ratio": ratio,
+               "within": ok, "float_schedule": float_form, "steps": steps, "lab_minus_sim_per_step_s": excess,
+               "lab_source": src,               "error": r.get("error"), "wall_s": r.get("wall_s")}
+        text = (f"{shape:>6} {alg:<17} {nbytes // MIB:>4}MiB {lab:9.3f} "
+                + (f"{sim:9.3f} {ratio:8.3f}  {'yes' if ok else 'NO ':<10} {steps:5d} {excess * 1e3:10.2f}"
+                   if sim else f"{'-':>9} {'-':>8}  {r['error']}"))
+        lines.append(text)
+        print(text, flush=True)
+        rows.append(row)
+        return row
+
+    missing = []
+    for shape in shapes:
+        if shape not in LAB_SETS:
+            continue
+        lab = lab_medians(LAB_SETS[shape], SIZES)
+        for alg in registered():
+            for n in SIZES:
+                if (alg, n) in lab:
+                    point(shape, alg, n, *lab[(alg, n)])
+                else:
+                    missing.append(f"{shape} {alg} {n // MIB} MiB")
+    ring_text = ""
+    if RING[0] in shapes:
+        lab = lab_medians((RING[1],), (RING[2],))
+        got = {alg: point(RING[0], alg, RING[2], *lab[(alg, RING[2])]) for alg in registered() if (alg, RING[2]) in lab}
+        rd, sw = got.get("rabenseifner"), got.get("swing-bw-1port")
+        if rd and sw and rd["sim_s"] and sw["sim_s"]:
+            lab_ratio, sim_ratio = rd["lab_s"] / sw["lab_s"], rd["sim_s"] / sw["sim_s"]
+            ok = abs(sim_ratio / lab_ratio - 1) <= RING_TOLERANCE
+            ring_text = (f"16-node ring, 4 MiB, rabenseifner / swing-bw-1port: lab {lab_ratio:.3f}, simulated "
+                         f"{sim_ratio:.3f}, sim/lab {sim_ratio / lab_ratio:.3f}: "
+                         f"{'within' if ok else 'NOT within'} 10 %")
+    done = [r for r in rows if r["ratio"] is not None]
+    inside = sum(r["within"] for r in done)
+    summary = [f"# {inside} of {len(done)} points within 15 %" + (f"; {len(rows) - len(done)} failed" if
+                                                                     len(done) < len(rows) else "")]
+    if ring_text:
+        summary.append(f"# {ring_text}")
+    if missing:
+        summary.append("# not measured in the lab (no stored median): " + ", ".join(missing))
+    lines += summary
+    print("\n".join(summary))
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "table.txt").write_text("\n".join(lines) + "\n")
+        (out / "command.txt").write_text(" ".join(shlex.quote(a) for a in ["python", *sys.argv]) + "\n")
+        (out / "results.json").write_text(json.dumps({"params": params, "alpha_preset": args.alpha, "rows": rows,
+                                                      "missing": missing, "ring": ring_text}, indent=1) + "\n")
+        with (out / "results.csv").open("w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else ["shape"])
+            w.writeheader()
+            w.writerows(rows)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

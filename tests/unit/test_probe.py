@@ -1,0 +1,59 @@
+"""The engine-cost probe: its synthetic schedules are valid, and the cost file is found where documented."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from swing_mpi.probe import DEFAULT_ENGINE, chain_schedules, load_engine_costs
+from swing_mpi.simulate import simulate
+
+
+@pytest.mark.parametrize("steps,lanes", [(1, 1), (5, 1), (3, 4)])
+def test_chain_schedules_are_valid_allreduces(steps, lanes):
+    scheds = chain_schedules(steps, lanes=lanes)
+    assert [s.nsteps for s in scheds] == [steps, steps]
+    assert all(len(s.lanes) == lanes for s in scheds)
+    inputs = [np.arange(lanes, dtype=np.float64) + 1, np.full(lanes, 10.0)]
+    out = simulate(scheds, inputs)
+    # each step sums the two ranks' copies: after k steps the value is 2^(k-1) * (a + b)
+    want = (inputs[0] + inputs[1]) * 2 ** (steps - 1)
+    for o in out:
+        np.testing.assert_array_equal(o, want)
+
+
+def test_load_engine_costs_precedence(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "cfg"))
+    monkeypatch.delenv("SWING_MPI_ENGINE_COSTS", raising=False)
+    assert load_engine_costs() == DEFAULT_ENGINE
+    default = tmp_path / "cfg" / "swing_mpi" / "engine_costs.json"
+    default.parent.mkdir(parents=True)
+    default.write_text(json.dumps({"alpha_s": 1e-5, "gamma_s_per_byte": 2e-10}))
+    c = load_engine_costs()
+    assert (c.alpha_s, c.gamma_s_per_byte, c.alpha_lane_s, c.source) == (1e-5, 2e-10, None, str(default))
+    env = tmp_path / "env.json"
+    env.write_text(json.dumps({"alpha_s": 3e-5, "gamma_s_per_byte": 0, "alpha_lane_s": 1e-6}))
+    monkeypatch.setenv("SWING_MPI_ENGINE_COSTS", str(env))
+    assert load_engine_costs().alpha_s == 3e-5
+    assert load_engine_costs(default).alpha_s == 1e-5
+
+
+def test_load_engine_costs_rejects_bad_files(tmp_path, monkeypatch):
+    monkeypatch.delenv("SWING_MPI_ENGINE_COSTS", raising=False)
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"alpha_s": -1, "gamma_s_per_byte": 0}))
+    with pytest.raises(ValueError):
+        load_engine_costs(bad)
+    with pytest.raises(ValueError):
+        load_engine_costs(tmp_path / "missing.json")
+    monkeypatch.setenv("SWING_MPI_ENGINE_COSTS", str(tmp_path / "missing.json"))
+    with pytest.raises(ValueError):
+        load_engine_costs()
+
+
+def test_committed_probe_matches_built_in_default():
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "scale" / "engine-probe.json"
+    data = json.loads(path.read_text())
+    assert data["alpha_s"] == pytest.approx(DEFAULT_ENGINE.alpha_s, rel=0.05)
+    assert data["gamma_s_per_byte"] == pytest.approx(DEFAULT_ENGINE.gamma_s_per_byte, rel=0.05)
