@@ -63,14 +63,13 @@ from .system import (
 __all__ = ["Lab", "MPI_ENV", "RANK_VARIABLES", "wrapper_script", "parse_placement"]
 
 #: Environment that makes MPICH talk over the network (TCP through libfabric), never
-#: through shared memory, so every byte crosses the emulated links; and our ranks wait
-#: for it sleeping (``SWING_MPI_WAIT=backoff``): the kernel moves the bytes meanwhile, and
-#: with tens of ranks to a core every poll takes CPU from the ranks still working.
+#: through shared memory, so every byte crosses the emulated links. How our ranks wait is
+#: left to the library's own rule (:func:`swing_mpi.waiting.node_policy`): the lab's ranks
+#: share one host name and more ranks than cores, so they wait sleeping (``backoff``).
 MPI_ENV: dict[str, str] = {
     "MPIR_CVAR_NOLOCAL": "1",
     "MPIR_CVAR_CH4_NETMOD": "ofi",
     "FI_PROVIDER": "tcp",
-    "SWING_MPI_WAIT": "backoff",
 }
 
 #: Where launchers put a rank's number, tried in this order by the namespace wrapper:
