@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Run the whole test suite: unit, launcher and lab tests, then the MPI tests at 12 sizes from 1 to 16.
+"""Run the whole test suite: unit, launcher and lab tests, then the MPI tests at 13 sizes from 1 to 16.
 
 ``tests/unit`` runs as two plain pytest processes at once (:data:`UNIT_GROUPS`), then
 ``tests/launch`` (tests that start their own small ``mpiexec`` jobs) and ``tests/lab`` (MPICH
@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SIZES = [1, 2, 3, 4, 5, 6, 7, 8, 11, 12, 15, 16]
+SIZES = [1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 12, 15, 16]  # 9: 3x3, the smallest power-of-three torus (Trivance)
 """11: the ring of a prime side that runs the two-sided circulant; 15: staged programs."""
 WHOLE_SIZES = {1, 2, 3, 4, 5}
 """Sizes that run every file of tests/mpi; the others run :data:`ALGORITHM_FILES` only, to keep CI short."""
