@@ -86,6 +86,23 @@ class EngineInput:
     """Explicit networks: ``(src, dst, offsets, links)``: route ``i`` is ``links[offsets[i]:offsets[i+1]]``."""
 
 
+def _torus_hosts(sg: Any, root: Any, dims: tuple[int, ...], bw: float) -> dict[int, Any]:
+    """Create SimGrid's torus zone under ``root`` (split-duplex links, no latency), seal both; return hosts by id."""
+    by_id: dict[int, Any] = {}
+
+    def make_host(zone: Any, coords: Any, ident: int) -> tuple[Any, None]:
+        h = zone.create_host(f"node-{ident}", 1e9)
+        h.seal()
+        by_id[ident] = h
+        return (h.netpoint, None)
+
+    zone = sg.NetZone.create_torus_zone("torus", root, list(dims), sg.ClusterCallbacks(make_host, None, None),
+                                        bw, 0.0, sg.Link.SharingPolicy.SPLITDUPLEX)
+    zone.seal()
+    root.seal()
+    return by_id
+
+
 def _platform(sg: Any, inp: EngineInput) -> list[Any]:
     """Create the platform; return the host of every rank."""
     from .network import simgrid_host_id
@@ -94,19 +111,7 @@ def _platform(sg: Any, inp: EngineInput) -> list[Any]:
     p = math.prod(inp.dims)
     bw = inp.link_bytes_per_s
     if inp.kind == "torus":
-        by_id: dict[int, Any] = {}
-
-        def make_host(zone: Any, coords: Any, ident: int) -> tuple[Any, None]:
-            h = zone.create_host(f"node-{ident}", 1e9)
-            h.seal()
-            by_id[ident] = h
-            return (h.netpoint, None)
-
-        zone = sg.NetZone.create_torus_zone("torus", root, list(inp.dims),
-                                            sg.ClusterCallbacks(make_host, None, None), bw, 0.0,
-                                            sg.Link.SharingPolicy.SPLITDUPLEX)
-        zone.seal()
-        root.seal()
+        by_id = _torus_hosts(sg, root, inp.dims, bw)
         return [by_id[simgrid_host_id(r, inp.dims)] for r in range(p)]
     zone = sg.NetZone.create_full_zone(inp.kind)
     zone.set_parent(root)
@@ -342,19 +347,7 @@ def _torus_routes(dims: tuple[int, ...], pairs: list[tuple[int, int]]) -> list[l
 
     sg = load_simgrid()
     sg.Engine(["swing-mpi-routes", *SIMGRID_CONFIG])
-    root = sg.NetZone.create_full_zone("root")
-    by_id: dict[int, Any] = {}
-
-    def make_host(zone: Any, coords: Any, ident: int) -> tuple[Any, None]:
-        h = zone.create_host(f"node-{ident}", 1e9)
-        h.seal()
-        by_id[ident] = h
-        return (h.netpoint, None)
-
-    zone = sg.NetZone.create_torus_zone("torus", root, list(dims), sg.ClusterCallbacks(make_host, None, None),
-                                        1e9, 0.0, sg.Link.SharingPolicy.SPLITDUPLEX)
-    zone.seal()
-    root.seal()
+    by_id = _torus_hosts(sg, sg.NetZone.create_full_zone("root"), dims, 1e9)
     rank_of = {simgrid_host_id(r, dims): r for r in range(math.prod(dims))}
     out = []
     for a, b in pairs:
