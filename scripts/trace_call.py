@@ -23,7 +23,7 @@ from mpi4py import MPI
 
 __all__ = ["Path", "trace", "main", "RUN"]
 
-RUN = {"swing_mpi.executor", "swing_mpi.waiting", "swing_mpi.reducer", "swing_mpi.transfers"}
+RUN = {"swing_mpi.executor", "swing_mpi.waiting", "swing_mpi.transfers"}
 """The run's modules: a plan's steps go back and forth between them once per step (more steps, more p)."""
 
 

@@ -2,7 +2,8 @@
 
 A plan is built once per (communicator, schedule, datatype, op) (:mod:`swing_mpi.transfers`
 resolves its transfers and scratch); :meth:`Plan.run` and :meth:`Plan.start` then only post
-requests, wait and reduce.
+requests, wait and reduce (:class:`Reducer`, the reduction kernel, with numpy where it is exactly
+MPI's op).
 
 Progress: the lanes (sub-collectives) advance in lockstep. A round posts all receives and sends
 of the current step of every lane; a lane's received data is applied (reduced or copied) as soon
@@ -27,8 +28,8 @@ from typing import Any, cast
 import numpy as np
 from mpi4py import MPI
 
+from .buffers import numpy_dtype
 from .config import rc
-from .reducer import Reducer
 from .schedule.base import REDUCE, Schedule
 from .transfers import SourcePlan, Xfer, compile_lanes, free_types, plan_sources
 from .waiting import default_policy, rank_name, wait_all, wait_some
@@ -42,6 +43,77 @@ TAG_SEQS = 256
 """Lane ``i`` of operation number ``seq`` uses tag
 ``TAG_BASE + (seq mod TAG_SEQS)·MAX_LANES + i`` on our private communicator
 (at most 16400, below the 32767 every MPI guarantees)."""
+
+
+def _ufunc_for(op: MPI.Op):
+    for mpi_op, uf in ((MPI.SUM, np.add), (MPI.PROD, np.multiply), (MPI.MAX, np.maximum),
+                       (MPI.MIN, np.minimum), (MPI.BAND, np.bitwise_and),
+                       (MPI.BOR, np.bitwise_or), (MPI.BXOR, np.bitwise_xor)):
+        if op == mpi_op:
+            return uf
+    return None
+
+
+class Reducer:
+    """``local = peer op local`` or ``local = local op peer`` on byte views.
+
+    Uses a numpy ufunc where it is exactly MPI's operation (SUM and PROD on
+    integer, float and complex types; MAX, MIN and bitwise ops on integers);
+    everything else goes through ``op.Reduce_local`` (all predefined ops and
+    datatypes, pair types for MAXLOC/MINLOC, user ops).
+    """
+
+    def __init__(self, op: MPI.Op, datatype: MPI.Datatype) -> None:
+        """Pick the ufunc for ``op`` on ``datatype``, if one is exactly MPI's operation."""
+        self.op = op
+        self.datatype = datatype
+        self.extent = datatype.extent
+        self.ufunc: np.ufunc | None = None
+        self.dtype = numpy_dtype(datatype)
+        self._view = self.dtype if self.dtype is not None else np.dtype(np.uint8)
+        if self.dtype is not None:
+            uf = _ufunc_for(op)
+            kind = self.dtype.kind
+            if uf is not None:
+                if (op == MPI.SUM or op == MPI.PROD) and kind in "iufc":
+                    self.ufunc = uf
+                elif kind in "iu":
+                    self.ufunc = uf
+        self._tmp = np.empty(0, np.uint8)
+
+    def __call__(self, peer: np.ndarray, local: np.ndarray, peer_first: bool) -> None:
+        """Reduce the bytes ``peer`` into ``local`` (``peer_first``: ``peer op local``)."""
+        n = len(local) // self.extent
+        if not n:
+            return
+        if self.ufunc is not None:
+            a = peer.view(self._view)
+            b = local.view(self._view)
+            if peer_first:
+                self.ufunc(a, b, out=b)
+            else:
+                self.ufunc(b, a, out=b)
+            return
+        if peer_first:
+            self.op.Reduce_local([peer, n, self.datatype], [local, n, self.datatype])
+        else:
+            # local op peer: reduce into the peer's (scratch) copy, then copy back
+            self.op.Reduce_local([local, n, self.datatype], [peer, n, self.datatype])
+            local[...] = peer
+
+    def first(self, peer: np.ndarray, given: np.ndarray, local: np.ndarray, peer_first: bool) -> None:
+        """``local = peer op given`` (``given op peer``): the first reduction into bytes still only in the input."""
+        if self.ufunc is not None and len(local) // self.extent:
+            a = peer.view(self._view)
+            g = given.view(self._view)
+            b = local.view(self._view)
+            if peer_first:
+                self.ufunc(a, g, out=b)
+            else:
+                self.ufunc(g, a, out=b)
+            return
+        local[...] = given
+        self(peer, local, peer_first)
 
 
 class Plan:

@@ -24,10 +24,10 @@ trace_call = importlib.util.module_from_spec(_spec)
 sys.modules.setdefault("trace_call", trace_call)  # its dataclass looks its module up there
 _spec.loader.exec_module(trace_call)
 
-MAX_MODULES = 9
+MAX_MODULES = 8
 """Modules one call may run in: the public function's (api), the pipeline, its stages' (buffers: the
 checked arguments; state: dims and the communicator's state; choose: the decision; repeat: the record for
-the next call) and the run's (executor with its waiting and reducer modules)."""
+the next call) and the run's (executor, with the reduction kernel, and its waiting module)."""
 MAX_CLIMBS = 10
 """Returns into a module the path had left (the run's modules seen as one, whose steps loop between them)."""
 
