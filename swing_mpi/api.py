@@ -98,7 +98,7 @@ def allreduce(comm: MPI.Intracomm, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.
     MPI after checking only the arrays.
     """
     t = LAST_NATIVE[0]  # the repeat path (swing_mpi.repeat), inline: a call here costs 0.1 us
-    if t.recv() is not recvbuf:
+    if t[7]() is not recvbuf:  # the record's recv (swing_mpi.repeat.NativeRecord)
         t = _native_recorded(id(recvbuf), NO_RECORD)
         if t is not NO_RECORD:
             LAST_NATIVE[0] = t

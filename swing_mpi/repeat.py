@@ -66,9 +66,10 @@ class Repeat:
 class NativeRecord(NamedTuple):
     """A call that went to MPI, for the next call on the same arrays (:data:`NATIVE_RECORDS`).
 
-    A tuple with names: :func:`swing_mpi.allreduce` unpacks it at once, about a tenth of a microsecond
-    less than reading its fields one by one, on a path whose whole cost over ``comm.Allreduce`` is a few
-    tenths; the order of the fields is that unpacking's.
+    The layout of the records: they are stored as plain tuples in this order (``tuple(NativeRecord(...))``),
+    which :func:`swing_mpi.allreduce` unpacks at once. Python 3.11 specializes unpacking and indexing for
+    exact tuples only: a NamedTuple's unpacking takes the generic path, measured 0.1 us more a call on a path
+    whose whole cost over ``comm.Allreduce`` is a few tenths.
     """
 
     comm: Any
@@ -102,7 +103,9 @@ RECORDS: dict[int, Repeat] = {}
 is garbage (weak reference callbacks run before the memory can be reused), so a
 record found under ``id(recvbuf)`` is this very array's, without calling its weak
 reference."""
-NATIVE_RECORDS: dict[int, NativeRecord] = {}
+_SEND = NativeRecord._fields.index("send")
+_RECV = NativeRecord._fields.index("recv")
+NATIVE_RECORDS: dict[int, tuple] = {}
 """The calls that went to MPI, keyed by ``id(recvbuf)`` as :data:`RECORDS` (and dropped the same way).
 No dtype or datatype: the call lets mpi4py infer them, which costs less than checking them."""
 
@@ -114,10 +117,10 @@ class _Never:
 _NEVER = _Never()
 _no_ref = weakref.ref(_NEVER)
 """A weak reference that never leads to an array: it returns :data:`_NEVER`, which lives as long as the module."""
-NO_RECORD = NativeRecord(*(_NEVER,) * 7, _no_ref)
+NO_RECORD = tuple(NativeRecord(*(_NEVER,) * 7, _no_ref))
 """A native record that matches no call: a private object where the communicator, the arrays and the rest
 would be."""
-LAST_NATIVE: list[NativeRecord] = [NO_RECORD]
+LAST_NATIVE: list[tuple] = [NO_RECORD]
 """The native record made or used last (or :data:`NO_RECORD`), looked at before :data:`NATIVE_RECORDS`: a
 loop on the same arrays finds its record with one weak-reference call instead of hashing ``id(recvbuf)``
 into the dict, which an oversubscribed barrier-timed 1 KiB call at p = 4 measured as 3 % of the call.
@@ -141,10 +144,10 @@ def _forget_send(ref: weakref.ref, key: int) -> None:
 
 def _forget_native(ref: weakref.ref, key: int) -> None:
     last = LAST_NATIVE[0]
-    if last.send is ref or last.recv is ref:
+    if last[_SEND] is ref or last[_RECV] is ref:
         LAST_NATIVE[0] = NO_RECORD
     t = NATIVE_RECORDS.get(key)
-    if t is not None and (t.send is ref or t.recv is ref):
+    if t is not None and (t[_SEND] is ref or t[_RECV] is ref):
         NATIVE_RECORDS.pop(key, None)
 
 
@@ -164,10 +167,10 @@ def remember(comm: Any, sendbuf: Any, recvbuf: Any, op: MPI.Op, algorithm: Any, 
     key = id(recvbuf)
     if plan is None:
         forget = lambda ref: _forget_native(ref, key)  # noqa: E731
-        t = NativeRecord(comm, op, algorithm, dims, None if in_place else weakref.ref(sendbuf, forget),
-                         sendbuf if in_place else None,
-                         MPI.Intracomm.Allreduce.__get__(comm),  # not comm.Allreduce: swing_mpi.Intracomm's is ours
-                         weakref.ref(recvbuf, forget))
+        t = tuple(NativeRecord(comm, op, algorithm, dims, None if in_place else weakref.ref(sendbuf, forget),
+                               sendbuf if in_place else None,
+                               MPI.Intracomm.Allreduce.__get__(comm),  # not comm.Allreduce: swing_mpi.Intracomm's
+                               weakref.ref(recvbuf, forget)))
         if len(NATIVE_RECORDS) >= REPEATS_MAX:
             NATIVE_RECORDS.clear()
         NATIVE_RECORDS[key] = t
