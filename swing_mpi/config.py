@@ -19,13 +19,15 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["Config", "rc", "VARIABLES", "WAITS", "NETWORKS", "ON", "OFF", "parse_timeout", "parse_sleep_us",
-           "parse_wait", "parse_switch", "parse_network"]
+__all__ = ["Config", "rc", "VARIABLES", "WAITS", "NETWORKS", "CONTEXTS", "ON", "OFF", "parse_timeout",
+           "parse_sleep_us", "parse_wait", "parse_switch", "parse_network", "parse_contexts"]
 
 WAITS = ("yield", "spin", "backoff")
 """Wait policies (:mod:`swing_mpi.waiting`); ``auto`` (or unset) picks one per communicator."""
 NETWORKS = ("torus", "flat")
 """Network kinds the cost model knows (``$SWING_MPI_NETWORK``)."""
+CONTEXTS = ("raw", "thread", "ucontext", "boost")
+"""SimGrid's context factories (``$SWING_MPI_SIMGRID_CONTEXTS``, :mod:`swing_mpi.netsim.engine`)."""
 ON = ("on", "1", "yes", "true")
 OFF = ("off", "0", "no", "false")
 
@@ -91,6 +93,16 @@ def parse_network(text: str | None) -> str | None:
     return v
 
 
+def parse_contexts(text: str | None) -> str | None:
+    """Return ``$SWING_MPI_SIMGRID_CONTEXTS`` (None if unset: ``raw``), one of :data:`CONTEXTS`."""
+    v = (text or "").strip().lower()
+    if not v:
+        return None
+    if v not in CONTEXTS:
+        raise ValueError(f"SWING_MPI_SIMGRID_CONTEXTS={text!r}: expected one of {', '.join(CONTEXTS)}")
+    return v
+
+
 def _text(text: str | None) -> str | None:
     return (text or "").strip() or None
 
@@ -113,6 +125,8 @@ _SPEC: tuple[tuple[str, str, Callable[[str | None], Any], bool], ...] = (
     ("SWING_MPI_NETWORK", "network", parse_network, True),
     ("SWING_MPI_TRIAL", "trial", lambda t: parse_switch("SWING_MPI_TRIAL", t, True), True),
     ("SWING_MPI_MODEL_CACHE", "model_cache", _model_cache, False),
+    ("SWING_MPI_ENGINE_COSTS", "engine_costs", _text, False),
+    ("SWING_MPI_SIMGRID_CONTEXTS", "simgrid_contexts", parse_contexts, False),
 )
 VARIABLES: dict[str, str] = {var: attr for var, attr, _, _ in _SPEC}
 """Variable -> attribute of :class:`Config`."""
@@ -134,6 +148,8 @@ class Config:
         network: ``torus`` or ``flat``, overriding the tuning's network kind (None: keep it).
         trial: ``auto`` tries close contenders on a size's first calls.
         model_cache: folder of the model's coefficient cache, ``off``, or None (the user cache folder).
+        engine_costs: the engine preset's file (:mod:`swing_mpi.probe`; None: the user config folder's).
+        simgrid_contexts: SimGrid's context factory for the simulator (None: ``raw``).
     """
 
     algorithm: str | None
@@ -147,6 +163,8 @@ class Config:
     network: str | None
     trial: bool
     model_cache: str | None
+    engine_costs: str | None
+    simgrid_contexts: str | None
     _problems: dict[str, str]
 
     def __init__(self, environ: Mapping[str, str] | None = None) -> None:

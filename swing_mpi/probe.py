@@ -54,6 +54,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .config import rc
+
 __all__ = ["EngineCosts", "DEFAULT_ENGINE", "C_ALPHA_S", "default_engine_path", "load_engine_costs",
            "chain_schedules", "probe", "add_arguments", "run", "main"]
 
@@ -112,7 +114,7 @@ def load_engine_costs(path: str | os.PathLike[str] | None = None) -> EngineCosts
     An explicit path or the environment variable must name a readable file;
     the default file is used only if it exists.
     """
-    named = path if path is not None else os.environ.get("SWING_MPI_ENGINE_COSTS") or None
+    named = path if path is not None else rc.engine_costs
     p = Path(named) if named is not None else default_engine_path()
     if named is None and not p.exists():
         return DEFAULT_ENGINE
@@ -245,7 +247,7 @@ def probe(comm: Any, *, steps: int = 64, lanes: int = 4, repeats: int = 7, calls
                         "c_gamma_s_per_byte": cgamma, "mpi_step_s": mpi},
             "steps": steps, "lanes": lanes, "calls_per_repeat": calls, "gamma_bytes": gamma_bytes,
             "loadavg": list(load) if load else None, "cpus": os.cpu_count(),
-            "wait_policy": os.environ.get("SWING_MPI_WAIT", "yield"),
+            "wait_policy": rc.wait or "yield",
             "measured": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "how": "alpha_1lane_s: (median call of a 1-lane schedule of `steps` one-element REDUCE steps - the "
                    "same with 1 step) / (steps-1), through executor.Plan, 2 ranks; alpha_s: the same with `lanes` "

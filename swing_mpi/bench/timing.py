@@ -74,11 +74,13 @@ class SyncStart:
 
 
 def barrier(comm: Any) -> None:
-    """``comm.Barrier()``, but a nonblocking one waited on sleeping where ``comm``'s calls wait with ``backoff``.
+    """``comm.Barrier()``, after a nonblocking one waited on sleeping where ``comm``'s calls wait with ``backoff``.
 
     ``backoff`` is the wait policy of ``$SWING_MPI_WAIT=backoff`` or of a node with more ranks than
-    cores (:mod:`swing_mpi.waiting`). A rank done with its timed call then sleeps in the barrier
+    cores (:mod:`swing_mpi.waiting`). A rank done with its timed call then sleeps in the first barrier
     instead of spinning in MPI's progress loop beside the ranks still in theirs, on cores they need.
+    The second, MPI's own, starts the next timed call on all ranks at once: leaving the sleeping one,
+    ranks wake up to a sleep apart, and 16 ranks on 2 cores timed 8 B calls at 28 ms instead of 0.5 ms.
     """
     from ..config import rc
     from ..state import find_state
@@ -88,8 +90,7 @@ def barrier(comm: Any) -> None:
     mode = rc.wait or (st.wait_policy if st is not None else default_policy())
     if mode == "backoff":
         wait_all([comm.Ibarrier()], None, mode)
-    else:
-        comm.Barrier()
+    comm.Barrier()
 
 
 def timed(comm: Any, pt: Point, call: Callable[[], Any], recv: np.ndarray, batch: int = 1,

@@ -144,6 +144,22 @@ class _Progress:
             print(msg, file=sys.stderr, flush=True)
 
 
+SLOW_SIMGRID_NODES = 1024
+"""From this many nodes, SimGrid before 3.34 is told to be slow (32x32: seconds; 64x64: minutes)."""
+
+
+def slow_simgrid(version: str, nodes: int) -> str | None:
+    """Say why a run of ``nodes`` nodes will be slow on this SimGrid (``"SimGrid 3.32.0"``), or None."""
+    try:
+        major, minor = (int(x) for x in version.split()[-1].split(".")[:2])
+    except ValueError:
+        return None
+    if (major, minor) >= (3, 34) or nodes < SLOW_SIMGRID_NODES:
+        return None
+    return (f"{version} ends each transfer in time proportional to all transfers in flight, so {nodes} nodes "
+            f"take minutes a point; scripts/build_simgrid.sh builds SimGrid 3.35, which does not (docs/netsim.md)")
+
+
 def run(args: argparse.Namespace) -> int:
     """Run ``swing-mpi simulate``; return the exit status."""
     from .params import PresetError
@@ -169,6 +185,9 @@ def run(args: argparse.Namespace) -> int:
     if not ok:
         print(f"swing-mpi simulate: {why}", file=sys.stderr)
         return 2
+    slow = slow_simgrid(why, math.prod(dims))
+    if slow:
+        print(f"swing-mpi simulate: note: {slow}", file=sys.stderr)
     from .run import simulate
 
     prog = _Progress(len(algs) * len(sizes))

@@ -38,14 +38,15 @@ from __future__ import annotations
 
 import heapq
 import math
-import os
 import time
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-__all__ = ["EngineInput", "run_engine", "run_in_child", "simgrid_torus_routes", "SIMGRID_CONFIG", "CONTEXTS_ENV"]
+from ..config import rc
+
+__all__ = ["EngineInput", "run_engine", "run_in_child", "simgrid_torus_routes", "SIMGRID_CONFIG"]
 
 SIMGRID_CONFIG = (
     "--cfg=network/model:CM02",
@@ -58,10 +59,11 @@ SIMGRID_CONFIG = (
     "--log=root.thresh:warning",
 )
 """CM02 with latency and bandwidth factors 1, no RTT weight, no reverse (ACK) traffic; SimGrid quiet."""
-CONTEXTS_ENV = "SWING_MPI_SIMGRID_CONTEXTS"
-"""SimGrid's context factory for the driver actor: ``raw`` (default: the one actor switches stacks with
-SimGrid's kernel in the same thread, no OS thread switch per call), or ``thread`` (what the Python
-bindings pick by default; about twice as slow, far slower on a loaded machine)."""
+CONTEXTS_DEFAULT = "raw"
+"""SimGrid's context factory for the driver actor where ``$SWING_MPI_SIMGRID_CONTEXTS`` is not set
+(``swing_mpi.rc.simgrid_contexts``): ``raw``, the one actor switches stacks with SimGrid's kernel in the
+same thread, no OS thread switch per call; ``thread`` is what the Python bindings pick by default, about
+twice as slow, far slower on a loaded machine."""
 
 
 @dataclass
@@ -136,13 +138,34 @@ def _platform(sg: Any, inp: EngineInput) -> list[Any]:
     return hosts
 
 
+def _wait_any(sg: Any) -> Any:
+    """Return ``wait(comms, timeout)``: True when one of ``comms`` ended within ``timeout`` (< 0: no limit).
+
+    SimGrid 3.32 has ``Comm.wait_any_for``; from 3.34 it is ``ActivitySet.wait_any_for``, which raises
+    ``TimeoutException`` instead of returning -1 (a set made per wait: the ended comms are then swept
+    with ``test()``, as with 3.32).
+    """
+    if hasattr(sg.Comm, "wait_any_for"):
+        return lambda comms, timeout: sg.Comm.wait_any_for(comms, timeout) >= 0
+    timeout_error = sg.TimeoutException
+
+    def wait(comms: list[Any], timeout: float) -> bool:
+        try:
+            sg.ActivitySet(comms).wait_any_for(timeout)
+        except timeout_error:
+            return False
+        return True
+
+    return wait
+
+
 def run_engine(inp: EngineInput) -> dict[str, object]:
     """Run the simulation here (once per process) and return its times."""
     from .sgload import load_simgrid
 
     sg = load_simgrid()
     t_wall = time.perf_counter()
-    contexts = os.environ.get(CONTEXTS_ENV, "raw")
+    contexts = rc.simgrid_contexts or CONTEXTS_DEFAULT
     engine = sg.Engine(["swing-mpi-simulate", *SIMGRID_CONFIG, f"--cfg=contexts/factory:{contexts}"])
     hosts = _platform(sg, inp)
     p = len(hosts)
@@ -183,6 +206,7 @@ def run_engine(inp: EngineInput) -> dict[str, object]:
     comms: list[Any] = []
     tags: list[tuple[int, int, int]] = []
     sendto = sg.Comm.sendto_async
+    wait_any = _wait_any(sg)
     stats = {"messages": 0, "instants": 0}
 
     def start(ln: int, k: int, i: int) -> None:
@@ -276,12 +300,11 @@ def run_engine(inp: EngineInput) -> dict[str, object]:
                 continue
             if heap:
                 t = heap[0][0]
-                idx = sg.Comm.wait_any_for(comms, t - now) if t > now else -1
-                if idx < 0:
+                if t <= now or not wait_any(comms, t - now):
                     run_due(t)
                     continue
             else:
-                sg.Comm.wait_any(comms)
+                wait_any(comms, -1.0)
             now = sg.Engine.clock
             stats["instants"] += 1
             keep_c, keep_t, ended = [], [], []

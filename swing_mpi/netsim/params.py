@@ -11,12 +11,11 @@ read from a small JSON file (:func:`engine_costs`).
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-__all__ = ["SimParams", "PRESETS", "NETWORKS", "CPU_MODELS", "ENGINE_COSTS_ENV", "engine_costs_path",
+__all__ = ["SimParams", "PRESETS", "NETWORKS", "CPU_MODELS", "engine_costs_path",
            "engine_costs", "PresetError"]
 
 NETWORKS = ("torus", "hyperx", "fattree")
@@ -28,10 +27,6 @@ posting each port's step as it is ready). ``rank``: the lanes of one rank share 
 ALPHA_C = 1.5e-6
 GAMMA_C = 0.0
 
-ENGINE_COSTS_ENV = "SWING_MPI_ENGINE_COSTS"
-"""A JSON file ``{"alpha_s": …, "gamma_s_per_byte": …}`` with the engine preset (overrides the default path)."""
-
-
 class PresetError(LookupError):
     """A preset that cannot be used (unknown name, or the engine's costs were never measured here)."""
 
@@ -39,13 +34,14 @@ class PresetError(LookupError):
 def engine_costs_path() -> Path:
     """Return where the ``engine`` preset is read from.
 
-    ``$SWING_MPI_ENGINE_COSTS``, else ``$XDG_CONFIG_HOME/swing_mpi/engine_costs.json``
-    (``~/.config/swing_mpi/engine_costs.json``), as ``swing-mpi probe`` writes it.
+    ``$SWING_MPI_ENGINE_COSTS`` (``swing_mpi.rc.engine_costs``), else
+    ``$XDG_CONFIG_HOME/swing_mpi/engine_costs.json`` (``~/.config/swing_mpi/engine_costs.json``), as
+    ``swing-mpi probe`` writes it.
     """
+    from ..config import rc
     from ..probe import default_engine_path
 
-    env = os.environ.get(ENGINE_COSTS_ENV)
-    return Path(env) if env else default_engine_path()
+    return Path(rc.engine_costs) if rc.engine_costs else default_engine_path()
 
 
 def engine_costs() -> tuple[float, float]:

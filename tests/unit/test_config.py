@@ -11,22 +11,26 @@ from swing_mpi.config import Config
 def test_defaults_without_variables():
     c = Config({})
     assert (c.algorithm, c.dims, c.check, c.timeout, c.wait, c.sleep_us, c.datatypes, c.tuning, c.network,
-            c.trial, c.model_cache) == (None, None, False, None, None, 0.0, True, None, None, True, None)
+            c.trial, c.model_cache, c.engine_costs, c.simgrid_contexts) == (None, None, False, None, None, 0.0, True,
+                                                                            None, None, True, None, None, None)
 
 
 def test_every_variable_has_an_attribute():
     assert set(config.VARIABLES.values()) == set(Config.__annotations__) - {"_problems"}
-    assert len(config.VARIABLES) == 11
+    assert len(config.VARIABLES) == 13
 
 
 def test_values_are_typed():
     c = Config({"SWING_MPI_ALGORITHM": "swing-bw", "SWING_MPI_DIMS": "4x4", "SWING_MPI_CHECK": "1",
                 "SWING_MPI_TIMEOUT": "2.5", "SWING_MPI_WAIT": "backoff", "SWING_MPI_SLEEP_US": "50",
                 "SWING_MPI_DATATYPES": "0", "SWING_MPI_TUNING": "default", "SWING_MPI_NETWORK": "Torus",
-                "SWING_MPI_TRIAL": "off", "SWING_MPI_MODEL_CACHE": "OFF"})
+                "SWING_MPI_TRIAL": "off", "SWING_MPI_MODEL_CACHE": "OFF", "SWING_MPI_ENGINE_COSTS": "/e.json",
+                "SWING_MPI_SIMGRID_CONTEXTS": "Thread"})
     assert (c.algorithm, c.dims, c.check, c.timeout, c.wait, c.sleep_us, c.datatypes, c.tuning, c.network,
-            c.trial, c.model_cache) == ("swing-bw", "4x4", True, 2.5, "backoff", 50.0, False, "default", "torus",
-                                        False, "off")
+            c.trial, c.model_cache, c.engine_costs, c.simgrid_contexts) == (
+        "swing-bw", "4x4", True, 2.5, "backoff", 50.0, False, "default", "torus", False, "off", "/e.json", "thread")
+    with pytest.raises(ValueError, match="SWING_MPI_SIMGRID_CONTEXTS"):
+        Config({"SWING_MPI_SIMGRID_CONTEXTS": "fibers"})
 
 
 @pytest.mark.parametrize(("text", "seconds"), [("", None), ("0", None), ("off", None), ("30", 30.0), ("0.5", 0.5)])

@@ -7,6 +7,7 @@ import math
 
 import pytest
 
+from swing_mpi.config import rc
 from swing_mpi.netsim import SimParams, simgrid_available, simulate
 from swing_mpi.netsim.network import Network
 
@@ -186,10 +187,19 @@ def test_parse_rate_and_presets(tmp_path, monkeypatch):
 
     assert parse_rate("400G") == 400e9 and parse_rate("40M") == 40e6 and parse_rate("1.5e9") == 1.5e9
     assert PRESETS["c"] == (1.5e-6, 0.0)
-    monkeypatch.setenv("SWING_MPI_ENGINE_COSTS", str(tmp_path / "none.json"))
+    monkeypatch.setattr(rc, "engine_costs", str(tmp_path / "none.json"))  # $SWING_MPI_ENGINE_COSTS
     with pytest.raises(PresetError, match="cannot read engine costs"):  # a file named but missing
         PRESETS["engine"]
     (tmp_path / "e.json").write_text(json.dumps({"alpha_s": 9e-5, "gamma_s_per_byte": 6e-11}))
-    monkeypatch.setenv("SWING_MPI_ENGINE_COSTS", str(tmp_path / "e.json"))
+    monkeypatch.setattr(rc, "engine_costs", str(tmp_path / "e.json"))  # $SWING_MPI_ENGINE_COSTS
     assert PRESETS["engine"] == (9e-5, 6e-11)
     assert SimParams.preset("engine").cpu == "rank" and SimParams.preset("c").cpu == "lane"
+
+
+def test_slow_simgrid_note():
+    from swing_mpi.netsim.cli import slow_simgrid
+
+    assert "build_simgrid.sh" in (slow_simgrid("SimGrid 3.32.0", 4096) or "")
+    assert slow_simgrid("SimGrid 3.32.0", 64) is None
+    assert slow_simgrid("SimGrid 3.35.0", 16384) is None
+    assert slow_simgrid("SimGrid ?", 16384) is None

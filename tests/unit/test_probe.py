@@ -6,6 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from swing_mpi.config import rc
 from swing_mpi.probe import DEFAULT_ENGINE, chain_schedules, load_engine_costs
 from swing_mpi.simulate import simulate
 
@@ -25,7 +26,7 @@ def test_chain_schedules_are_valid_allreduces(steps, lanes):
 
 def test_load_engine_costs_precedence(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "cfg"))
-    monkeypatch.delenv("SWING_MPI_ENGINE_COSTS", raising=False)
+    monkeypatch.setattr(rc, "engine_costs", None)
     assert load_engine_costs() == DEFAULT_ENGINE
     default = tmp_path / "cfg" / "swing_mpi" / "engine_costs.json"
     default.parent.mkdir(parents=True)
@@ -34,20 +35,20 @@ def test_load_engine_costs_precedence(tmp_path, monkeypatch):
     assert (c.alpha_s, c.gamma_s_per_byte, c.alpha_lane_s, c.source) == (1e-5, 2e-10, None, str(default))
     env = tmp_path / "env.json"
     env.write_text(json.dumps({"alpha_s": 3e-5, "gamma_s_per_byte": 0, "alpha_lane_s": 1e-6}))
-    monkeypatch.setenv("SWING_MPI_ENGINE_COSTS", str(env))
+    monkeypatch.setattr(rc, "engine_costs", str(env))  # $SWING_MPI_ENGINE_COSTS
     assert load_engine_costs().alpha_s == 3e-5
     assert load_engine_costs(default).alpha_s == 1e-5
 
 
 def test_load_engine_costs_rejects_bad_files(tmp_path, monkeypatch):
-    monkeypatch.delenv("SWING_MPI_ENGINE_COSTS", raising=False)
+    monkeypatch.setattr(rc, "engine_costs", None)
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"alpha_s": -1, "gamma_s_per_byte": 0}))
     with pytest.raises(ValueError):
         load_engine_costs(bad)
     with pytest.raises(ValueError):
         load_engine_costs(tmp_path / "missing.json")
-    monkeypatch.setenv("SWING_MPI_ENGINE_COSTS", str(tmp_path / "missing.json"))
+    monkeypatch.setattr(rc, "engine_costs", str(tmp_path / "missing.json"))  # $SWING_MPI_ENGINE_COSTS
     with pytest.raises(ValueError):
         load_engine_costs()
 
