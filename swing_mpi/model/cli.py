@@ -176,6 +176,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"{name} passes Swing (B) at {_crossover_text(x)}")
         if cross["swing_bw"] and not cross["passes_swing_bw"]:
             print("bucket / ring: not registered, no crossover to report")
+        for form, x in cross["swing_passes_trivance"].items():
+            print(f"Swing ({form[0].upper()}) passes Trivance ({form[0].upper()}) at {_crossover_text(x)}")
     if args.eq3:
         rows: list[dict[str, Any]] = rectangular_penalty()
         if args.json:

@@ -325,8 +325,10 @@ def crossovers(results: Sequence[ModelResult], *, alpha: float = DEFAULT_ALPHA,
     ``fastest``: ``[(size, algorithm), …]`` over ``sizes``; ``fastest_ranges``:
     the same as runs ``(from, to, algorithm)``; ``swing_bw``: Ξ and ceiling;
     ``lat_to_bw``: size where swing-lat hands over to swing-bw (exact, bytes);
-    ``passes_swing_bw``: per bucket/ring, the size from which it beats swing-bw.
-    Keys are ``None`` where an algorithm is missing.
+    ``passes_swing_bw``: per bucket/ring, the size from which it beats swing-bw;
+    ``swing_passes_trivance``: per form (``bw``, ``lat``), the size from which Swing's form beats
+    Trivance's (fewer bytes on the busiest link against more steps; 0: everywhere, None: nowhere).
+    Keys are ``None`` or absent where an algorithm is missing.
     """
     sizes = list(sizes) if sizes is not None else default_sizes()
     kw: dict[str, Any] = dict(alpha=alpha, link_bytes_per_s=link_bytes_per_s, congestion=congestion)
@@ -354,6 +356,12 @@ def crossovers(results: Sequence[ModelResult], *, alpha: float = DEFAULT_ALPHA,
             if name in by:
                 passes[name] = _cross(bw, by[name], alpha, link_bytes_per_s, congestion)
     out["passes_swing_bw"] = passes
+    trivance: dict[str, float | None] = {}
+    for form in ("bw", "lat"):
+        sw, tv = by.get(f"swing-{form}"), by.get(f"trivance-{form}")
+        if sw is not None and tv is not None:
+            trivance[form] = _cross(tv, sw, alpha, link_bytes_per_s, congestion)
+    out["swing_passes_trivance"] = trivance
     return out
 
 

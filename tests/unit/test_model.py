@@ -345,6 +345,16 @@ def test_bucket_passes_swing_for_large_vectors():
     assert dict(c["fastest"])[1 << 31] == "bucket"
 
 
+def test_swing_passes_trivance_for_large_vectors():
+    res = [analyze(a, (9, 9)) for a in ("swing-bw", "trivance-bw")]
+    c = crossovers(res)
+    x = c["swing_passes_trivance"]["bw"]
+    sw, tv = res
+    assert x is not None and 0 < x < 1 << 31
+    assert tv.time(x * 0.99) < sw.time(x * 0.99) and sw.time(x * 1.01) < tv.time(x * 1.01)
+    assert "lat" not in c["swing_passes_trivance"]
+
+
 def test_parse_size():
     assert parse_size("4MiB") == 4 << 20 and parse_size("32B") == 32 and parse_size("2GiB") == 2 << 30
     assert parse_size(1000) == 1000 and parse_size("1M") == 1 << 20
