@@ -11,6 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/mpi_env.sh
+case $VENV in /*) ;; *) VENV=$PWD/$VENV ;; esac
 VERSION=3.35
 DIR=${SWING_MPI_SIMGRID_BUILD:-$HOME/.cache/swing_mpi/simgrid-$VERSION}
 [ -x "$VENV/bin/python" ] || { echo "no venv at $VENV: run scripts/setup.sh first" >&2; exit 1; }

@@ -88,8 +88,21 @@ class EngineInput:
     """Explicit networks: ``(src, dst, offsets, links)``: route ``i`` is ``links[offsets[i]:offsets[i+1]]``."""
 
 
+def simgrid_version(sg: Any) -> tuple[int, int]:
+    """``(major, minor)`` of the loaded SimGrid (``(0, 0)`` if it does not say)."""
+    try:
+        major, minor = str(getattr(sg, "simgrid_version", "")).split(".")[:2]
+        return int(major), int(minor)
+    except ValueError:
+        return (0, 0)
+
+
 def _torus_hosts(sg: Any, root: Any, dims: tuple[int, ...], bw: float) -> dict[int, Any]:
-    """Create SimGrid's torus zone under ``root`` (split-duplex links, no latency), seal both; return hosts by id."""
+    """Create SimGrid's torus zone under ``root`` (split-duplex links, no latency), seal both; return hosts by id.
+
+    Each element of the torus is a host. SimGrid 3.32's bindings take a callback that returns the host's
+    netpoint; 3.35's one that returns a zone, here a star zone holding just the host, its gateway.
+    """
     by_id: dict[int, Any] = {}
 
     def make_host(zone: Any, coords: Any, ident: int) -> tuple[Any, None]:
@@ -98,7 +111,17 @@ def _torus_hosts(sg: Any, root: Any, dims: tuple[int, ...], bw: float) -> dict[i
         by_id[ident] = h
         return (h.netpoint, None)
 
-    zone = sg.NetZone.create_torus_zone("torus", root, list(dims), sg.ClusterCallbacks(make_host, None, None),
+    def make_zone(zone: Any, coords: Any, ident: int) -> Any:
+        z = sg.NetZone.create_star_zone(f"zone-{ident}")
+        z.set_parent(zone)
+        h = z.create_host(f"node-{ident}", 1e9).seal()
+        z.set_gateway(h.netpoint)
+        z.seal()
+        by_id[ident] = h
+        return z
+
+    leaf = make_zone if simgrid_version(sg) >= (3, 35) else make_host
+    zone = sg.NetZone.create_torus_zone("torus", root, list(dims), sg.ClusterCallbacks(leaf, None, None),
                                         bw, 0.0, sg.Link.SharingPolicy.SPLITDUPLEX)
     zone.seal()
     root.seal()
@@ -141,7 +164,7 @@ def _platform(sg: Any, inp: EngineInput) -> list[Any]:
 def _wait_any(sg: Any) -> Any:
     """Return ``wait(comms, timeout)``: True when one of ``comms`` ended within ``timeout`` (< 0: no limit).
 
-    SimGrid 3.32 has ``Comm.wait_any_for``; from 3.34 it is ``ActivitySet.wait_any_for``, which raises
+    SimGrid 3.32 has ``Comm.wait_any_for``; 3.35 has ``ActivitySet.wait_any_for``, which raises
     ``TimeoutException`` instead of returning -1 (a set made per wait: the ended comms are then swept
     with ``test()``, as with 3.32).
     """
