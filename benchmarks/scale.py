@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--latency", type=float, default=100e-9, help="seconds per link (default 100e-9)")
     ap.add_argument("--hop", type=float, default=300e-9, help="seconds per router hop (default 300e-9)")
     ap.add_argument("--itemsize", type=int, default=4, help="bytes per element (default 4: float32)")
-    ap.add_argument("--max-messages", type=int, default=600_000, help="skip points moving more messages")
+    ap.add_argument("--max-messages", type=int, default=2_000_000, help="skip points moving more messages")
     ap.add_argument("--timeout", type=float, default=900, help="seconds per point")
     ap.add_argument("--out", default=str(OUT / "points.jsonl"), help="JSON lines file (appended)")
     ap.add_argument("--list", action="store_true", help="print the points and their message counts only")
@@ -182,12 +182,16 @@ def main(argv: list[str] | None = None) -> int:
         + " ".join(shlex.quote(a) for a in ["python", *sys.argv]) + "\n")
     t_start = time.time()
     rev = netsim_revision()
+    from swing_mpi.netsim.sgload import simgrid_available
+
+    simgrid = simgrid_available()[1]
     for i, (pt, dims, m, costs, key) in enumerate(todo):
         stage, network, shape, alg, n, preset = pt
         params = {"link_bps": args.link, "latency_s": args.latency, "hop_s": args.hop, "network": network,
                   "itemsize": args.itemsize, **costs}
         r = simulate_point(alg, dims, n, params, timeout=args.timeout)
-        rec = {"stage": stage, "preset": preset, "messages_estimate": m, "netsim_rev": rev, **params, **r,
+        rec = {"stage": stage, "preset": preset, "messages_estimate": m, "netsim_rev": rev, "simgrid": simgrid,
+               **params, **r,
                "network": network, "dims": key[1], "p": prod(dims), "algorithm": alg, "bytes": n,
                "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         with out.open("a") as f:

@@ -31,6 +31,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=1800)
     ap.add_argument("--out", default=str(OUT))
     args = ap.parse_args(argv)
+    from swing_mpi.netsim.sgload import simgrid_available
+
+    simgrid = simgrid_available()[1]
     for shape in args.shapes.split(","):
         cmd = [sys.executable, "-m", "swing_mpi", "simulate", "--dims", shape, "--sizes", args.size,
                "--algorithms", args.algorithm, "--alpha", "c", "--json"]
@@ -52,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
         cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
         rec: dict = {"shape": shape, "algorithm": args.algorithm, "size": args.size, "returncode": proc.returncode,
                      "wall_s": wall, "cpu_s": cpu, "max_rss_kib_so_far": maxrss, "loadavg_before": load0,
-                     "loadavg_after": os.getloadavg(), "command": " ".join(cmd[1:]),
+                     "loadavg_after": os.getloadavg(), "command": " ".join(cmd[1:]), "simgrid": simgrid,
                      "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         lines = [json.loads(x) for x in out.splitlines() if x.startswith("{")]
         if lines:

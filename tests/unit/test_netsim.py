@@ -200,6 +200,6 @@ def test_slow_simgrid_note():
     from swing_mpi.netsim.cli import slow_simgrid
 
     assert "build_simgrid.sh" in (slow_simgrid("SimGrid 3.32.0", 4096) or "")
-    assert slow_simgrid("SimGrid 3.32.0", 64) is None
+    assert slow_simgrid("SimGrid 3.32.0", 1024) is None
     assert slow_simgrid("SimGrid 3.35.0", 16384) is None
     assert slow_simgrid("SimGrid ?", 16384) is None
