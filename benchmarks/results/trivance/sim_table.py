@@ -19,7 +19,7 @@ def fmt_time(s: float) -> str:
 def fmt_size(n: int) -> str:
     for unit, k in (("MiB", 1 << 20), ("KiB", 1 << 10)):
         if n >= k:
-            return f"{n // k} {unit}"
+            return f"{n / k:g} {unit}"
     return f"{n} B"
 
 
