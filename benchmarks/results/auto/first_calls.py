@@ -6,7 +6,7 @@ A new user's first calls of a size include auto's learning (its trial, :mod:`swi
 auto is timed from its first call, beside every candidate from theirs: each algorithm gets a new
 communicator (a new state: a new trial for auto, first-call costs for all) and new arrays, after one
 ``native`` call has paid the process's own first-call costs (MPI's and Python's); each round
-times one call of every algorithm (a rotating order, each call from a barrier, the time of a call its
+times one call of every algorithm (a new random order each round, each call from a barrier, the time of a call its
 slowest rank's). The first rounds go up to ``--calls`` or until the fastest candidate has spent
 ``--budget`` seconds; ``first`` is auto's total over them / the fastest candidate's total. Then
 ``--steady`` more rounds once auto's trial is over: ``steady`` is auto's median / the fastest candidate's median.
@@ -35,8 +35,11 @@ def rounds(comms: list, bufs: list, algs: list[str], dims: tuple[int, ...], coun
     spent = np.zeros(len(algs))
     for r in range(count):
         row = np.zeros(len(algs))
-        for k in range(len(algs)):
-            j = (k + r + skip) % len(algs)
+        # a new random order every round, the same on every rank: with a rotating order each algorithm always
+        # followed the same one, and in the lab a call's speed depends on what the one before left in the
+        # links' token buckets (3x4, 64 KiB: auto, always right after native, measured 10x native's time)
+        order = np.random.default_rng([r, skip]).permutation(len(algs))
+        for j in order.tolist():
             x, y = bufs[j]
             world.Barrier()
             t0 = time.perf_counter()
