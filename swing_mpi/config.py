@@ -83,24 +83,24 @@ def parse_sleep_us(text: str | None) -> float:
     return us
 
 
-def parse_network(text: str | None) -> str | None:
-    """Return ``$SWING_MPI_NETWORK`` (None if unset), one of :data:`NETWORKS`."""
+def _parse_choice(name: str, what: str, choices: tuple[str, ...], text: str | None) -> str | None:
+    """Return ``$name``'s value, lower case, one of ``choices`` (None if unset or empty)."""
     v = (text or "").strip().lower()
     if not v:
         return None
-    if v not in NETWORKS:
-        raise ValueError(f"$SWING_MPI_NETWORK={text!r} is not a network kind; expected one of: {', '.join(NETWORKS)}")
+    if v not in choices:
+        raise ValueError(f"${name}={text!r} is not {what}; expected one of: {', '.join(choices)}")
     return v
+
+
+def parse_network(text: str | None) -> str | None:
+    """Return ``$SWING_MPI_NETWORK`` (None if unset), one of :data:`NETWORKS`."""
+    return _parse_choice("SWING_MPI_NETWORK", "a network kind", NETWORKS, text)
 
 
 def parse_contexts(text: str | None) -> str | None:
     """Return ``$SWING_MPI_SIMGRID_CONTEXTS`` (None if unset: ``raw``), one of :data:`CONTEXTS`."""
-    v = (text or "").strip().lower()
-    if not v:
-        return None
-    if v not in CONTEXTS:
-        raise ValueError(f"SWING_MPI_SIMGRID_CONTEXTS={text!r}: expected one of {', '.join(CONTEXTS)}")
-    return v
+    return _parse_choice("SWING_MPI_SIMGRID_CONTEXTS", "a SimGrid context factory", CONTEXTS, text)
 
 
 def _text(text: str | None) -> str | None:

@@ -9,18 +9,13 @@ import json
 import sys
 from pathlib import Path
 
+from swing_mpi.units import format_size
+
 HERE = Path(__file__).resolve().parent
 
 
 def fmt_time(s: float) -> str:
     return f"{s * 1e3:.3f} ms" if s >= 1e-3 else f"{s * 1e6:.2f} µs"
-
-
-def fmt_size(n: int) -> str:
-    for unit, k in (("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= k:
-            return f"{n / k:g} {unit}"
-    return f"{n} B"
 
 
 def table(shape: str) -> str:
@@ -36,7 +31,7 @@ def table(shape: str) -> str:
             "|---|---|---|---|---|---|---|---|"]
     for n in sizes:
         g = {a: t.get((a, n)) for a in ("trivance-bw", "swing-bw", "trivance-lat", "swing-lat")}
-        cells = [fmt_size(n)]
+        cells = [format_size(n)]
         for pair in (("trivance-bw", "swing-bw"), ("trivance-lat", "swing-lat")):
             tv, sw = g[pair[0]], g[pair[1]]
             cells += [fmt_time(tv) if tv else "—", fmt_time(sw) if sw else "—",
