@@ -72,7 +72,7 @@ __all__ = [
     "RingProgram", "involution_program", "extra_node_program", "ring_program", "mirror_program",
     "check_program", "ring_loads", "link_loads", "circulant_program", "twoway_program", "twosided_program",
     "staged_program", "STAGE_KINDS", "odd_radices", "interleave", "DimwiseLane", "dimwise_lane",
-    "lane_order", "lane_blocks",
+    "lane_order", "lane_blocks", "fold_pairs",
 ]
 
 
@@ -563,3 +563,30 @@ def lane_blocks(lane: DimwiseLane, slots: Sequence[Range]) -> list[Range]:
     for i, b in enumerate(order):
         out[b] = slots[i]
     return out
+
+
+def fold_pairs(dims: tuple[int, ...], virt: tuple[int, ...],
+               onto: Callable[[int, int, int], int]) -> tuple[tuple[tuple[int, int], ...], ...]:
+    """Per side longer than its virtual side, ``(source, target)`` pairs that fold it away.
+
+    On side ``k`` (sides in order, those with ``dims[k] == virt[k]`` skipped) every rank with
+    coordinate ``c ≥ virt[k]`` there, and inside the sides folded before, is a source; its target
+    has coordinate ``onto(c, dims[k], virt[k])`` there. So each fold is one step and every rank is
+    a source at most once per fold.
+    """
+    torus = Torus(dims)
+    plan: list[tuple[tuple[int, int], ...]] = []
+    done: list[int] = []
+    for k, (d, v) in enumerate(zip(dims, virt)):
+        if d == v:
+            continue
+        pairs = []
+        for x in range(torus.size):
+            c = torus.coords(x)
+            if c[k] >= v and all(c[j] < virt[j] for j in done):
+                tgt = list(c)
+                tgt[k] = onto(c[k], d, v)
+                pairs.append((x, torus.rank(tgt)))
+        plan.append(tuple(pairs))
+        done.append(k)
+    return tuple(plan)

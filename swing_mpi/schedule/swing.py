@@ -80,6 +80,7 @@ from .dimwise import (
     RingProgram,
     circulant_program,
     dimwise_lane,
+    fold_pairs,
     interleave,
     involution_program,
     lane_blocks,
@@ -296,22 +297,9 @@ def build_swing_bw(rank: int, dims: tuple[int, ...], count: int, *, ports: int =
 
 
 def _fold_plan(dims: tuple[int, ...]):
-    """Fold pairs per non-power-of-two side: ``[(k, [(src, tgt), …]), …]``."""
-    torus = Torus(dims)
+    """Fold pairs per non-power-of-two side: ``((src, tgt), …)`` per folded side, ``c ≥ v`` onto ``c − (d − v)``."""
     virt = tuple(1 << (d.bit_length() - 1) for d in dims)
-    plan: list[tuple[int, list[tuple[int, int]]]] = []
-    for k, (d, v) in enumerate(zip(dims, virt)):
-        if d == v:
-            continue
-        pairs = []
-        for x in range(torus.size):
-            c = torus.coords(x)
-            if c[k] >= v and all(c[j] < virt[j] for j, _ in plan):
-                t = list(c)
-                t[k] -= d - v
-                pairs.append((x, torus.rank(t)))
-        plan.append((k, pairs))
-    return virt, [pairs for _, pairs in plan]
+    return virt, fold_pairs(dims, virt, lambda c, d, v: c - (d - v))
 
 
 @lru_cache(maxsize=64)

@@ -38,7 +38,7 @@ from functools import lru_cache
 from ..topology import Torus
 from .base import COPY, REDUCE, Range, Schedule, Step, Transfer, merge_ranges
 from .blockset import bits
-from .dimwise import interleave
+from .dimwise import fold_pairs, interleave
 from .trivance import log3_ceil, trivance_distances
 
 __all__ = ["side_plan", "build_trivance_lat"]
@@ -85,23 +85,8 @@ def _fold_plan(dims: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[tuple[tupl
     Only ranks inside the sides folded before take part, so each fold is one
     step and every rank is in at most one pair per fold as a source.
     """
-    torus = Torus(dims)
     virt = tuple(side_plan(d)[0] for d in dims)
-    plan: list[tuple[tuple[int, int], ...]] = []
-    done: list[int] = []
-    for k, (d, v) in enumerate(zip(dims, virt)):
-        if d == v:
-            continue
-        pairs = []
-        for x in range(torus.size):
-            c = torus.coords(x)
-            if c[k] >= v and all(c[j] < virt[j] for j in done):
-                tgt = list(c)
-                tgt[k] %= v
-                pairs.append((x, torus.rank(tgt)))
-        plan.append(tuple(pairs))
-        done.append(k)
-    return virt, tuple(plan)
+    return virt, fold_pairs(dims, virt, lambda c, d, v: c % v)
 
 
 @lru_cache(maxsize=64)
