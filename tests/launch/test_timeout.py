@@ -45,10 +45,14 @@ PROGRAM = """
 """
 
 
-@pytest.mark.parametrize(("n", "algorithm", "dims"), [(2, "swing-lat", "2"), (4, "swing-bw", "2x2")])
-def test_a_missing_rank_raises_timeout_error_naming_it(launch, tmp_path, n, algorithm, dims):
+def _timeouts(launch, tmp_path, n, algorithm, dims, when):
+    """Launch PROGRAM with rank 1 missing from the ``when`` call; return each report and the job's result.
+
+    Checks what every report must hold: the job failed, no rank returned, no report comes from rank 1,
+    each rank raised within the timeout (2 s) + 2 s, and the job ended within 40 s.
+    """
     t0 = time.monotonic()
-    r = launch(PROGRAM, n, algorithm, dims, "later", env={"SWING_MPI_TIMEOUT": "2"}, timeout=100)
+    r = launch(PROGRAM, n, algorithm, dims, when, env={"SWING_MPI_TIMEOUT": "2"}, timeout=100)
     elapsed = time.monotonic() - t0
     assert r.returncode != 0, r.stdout
     assert "returned without the missing rank" not in r.stdout, r.stdout
@@ -58,6 +62,14 @@ def test_a_missing_rank_raises_timeout_error_naming_it(launch, tmp_path, n, algo
     for rank, seconds, message in got:
         assert rank != "1"
         assert 2.0 <= float(seconds) < 4.0, (seconds, message)  # within the timeout + 2 s
+    assert elapsed < 40, f"the job took {elapsed:.0f} s to end after the abort"
+    return got, r
+
+
+@pytest.mark.parametrize(("n", "algorithm", "dims"), [(2, "swing-lat", "2"), (4, "swing-bw", "2x2")])
+def test_a_missing_rank_raises_timeout_error_naming_it(launch, tmp_path, n, algorithm, dims):
+    got, r = _timeouts(launch, tmp_path, n, algorithm, dims, "later")
+    for _, _, message in got:
         assert f"allreduce ({algorithm}" in message
         assert "waiting for rank" in message and "SWING_MPI_TIMEOUT" in message and "Abort" in message
     if n == 2:
@@ -65,28 +77,17 @@ def test_a_missing_rank_raises_timeout_error_naming_it(launch, tmp_path, n, algo
                          got[0][2]), got[0][2]
     else:
         assert any("waiting for rank 1 " in m for _, _, m in got), r.stdout
-    assert elapsed < 40, f"the job took {elapsed:.0f} s to end after the abort"
 
 
 @pytest.mark.parametrize(("n", "algorithm", "dims"), [(2, "default", "2"), (3, "swing-lat", "3"),
                                                       (4, "swing-bw", "2x2")])
 def test_a_rank_missing_from_the_first_call_is_named_too(launch, tmp_path, n, algorithm, dims):
     """The set-up of a communicator's first call waits within the timeout, and names who did not come."""
-    t0 = time.monotonic()
-    r = launch(PROGRAM, n, algorithm, dims, "first", env={"SWING_MPI_TIMEOUT": "2"}, timeout=100)
-    elapsed = time.monotonic() - t0
-    assert r.returncode != 0, r.stdout
-    assert "returned without the missing rank" not in r.stdout, r.stdout
-    reports = "".join(f.read_text() for f in sorted(tmp_path.glob("timeout-rank*.txt")))
-    got = re.findall(r"rank (\d+) TimeoutError after ([\d.]+) s: (.*)", reports)
-    assert got, r.stdout
-    for rank, seconds, message in got:
-        assert rank != "1"
-        assert 2.0 <= float(seconds) < 4.0, (seconds, message)  # within the timeout + 2 s
+    got, _ = _timeouts(launch, tmp_path, n, algorithm, dims, "first")
+    for _, _, message in got:
         assert "the first call on this communicator" in message, message
         assert re.search(r"waiting for (rank \d+, )*rank 1\b", message), message
         assert "SWING_MPI_TIMEOUT" in message and "Abort" in message
-    assert elapsed < 40, f"the job took {elapsed:.0f} s to end after the abort"
 
 
 def test_the_mismatch_check_of_a_later_call_waits_within_the_timeout(launch, tmp_path):
