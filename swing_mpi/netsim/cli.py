@@ -150,11 +150,10 @@ SLOW_SIMGRID_NODES = 4096
 
 def slow_simgrid(version: str, nodes: int) -> str | None:
     """Say why a run of ``nodes`` nodes will be slow on this SimGrid (``"SimGrid 3.32.0"``), or None."""
-    try:
-        major, minor = (int(x) for x in version.split()[-1].split(".")[:2])
-    except ValueError:
-        return None
-    if (major, minor) >= (3, 34) or nodes < SLOW_SIMGRID_NODES:
+    from .sgload import version_tuple
+
+    v = version_tuple(version)
+    if v == (0, 0) or v >= (3, 34) or nodes < SLOW_SIMGRID_NODES:
         return None
     return (f"{version} ends each transfer in time proportional to all transfers in flight, so {nodes} nodes "
             f"take minutes a point or more; scripts/build_simgrid.sh builds SimGrid 3.35, 14 times faster at "

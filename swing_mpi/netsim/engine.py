@@ -45,6 +45,7 @@ from typing import Any
 import numpy as np
 
 from ..config import rc
+from .sgload import version_tuple
 
 __all__ = ["EngineInput", "run_engine", "run_in_child", "simgrid_torus_routes", "SIMGRID_CONFIG"]
 
@@ -88,15 +89,6 @@ class EngineInput:
     """Explicit networks: ``(src, dst, offsets, links)``: route ``i`` is ``links[offsets[i]:offsets[i+1]]``."""
 
 
-def simgrid_version(sg: Any) -> tuple[int, int]:
-    """``(major, minor)`` of the loaded SimGrid (``(0, 0)`` if it does not say)."""
-    try:
-        major, minor = str(getattr(sg, "simgrid_version", "")).split(".")[:2]
-        return int(major), int(minor)
-    except ValueError:
-        return (0, 0)
-
-
 def _torus_hosts(sg: Any, root: Any, dims: tuple[int, ...], bw: float) -> dict[int, Any]:
     """Create SimGrid's torus zone under ``root`` (split-duplex links, no latency), seal both; return hosts by id.
 
@@ -120,7 +112,7 @@ def _torus_hosts(sg: Any, root: Any, dims: tuple[int, ...], bw: float) -> dict[i
         by_id[ident] = h
         return z
 
-    leaf = make_zone if simgrid_version(sg) >= (3, 35) else make_host
+    leaf = make_zone if version_tuple(str(getattr(sg, "simgrid_version", ""))) >= (3, 35) else make_host
     zone = sg.NetZone.create_torus_zone("torus", root, list(dims), sg.ClusterCallbacks(leaf, None, None),
                                         bw, 0.0, sg.Link.SharingPolicy.SPLITDUPLEX)
     zone.seal()

@@ -16,7 +16,7 @@ from functools import lru_cache
 from pathlib import Path
 from types import ModuleType
 
-__all__ = ["simgrid_available", "load_simgrid", "INSTALL_HINT", "SimGridMissingError"]
+__all__ = ["simgrid_available", "load_simgrid", "version_tuple", "INSTALL_HINT", "SimGridMissingError"]
 
 DEBIAN_DIR = Path("/usr/lib/python3/dist-packages")
 INSTALL_HINT = ("install SimGrid 3.32 with `bash scripts/setup.sh` (as root on Debian/Ubuntu it runs "
@@ -25,6 +25,15 @@ INSTALL_HINT = ("install SimGrid 3.32 with `bash scripts/setup.sh` (as root on D
 
 class SimGridMissingError(ImportError):
     """SimGrid's Python module cannot be imported here."""
+
+
+def version_tuple(text: str) -> tuple[int, int]:
+    """``(major, minor)`` of a SimGrid version's text (``"3.35.0"``, ``"SimGrid 3.32.0"``); ``(0, 0)`` if none."""
+    try:
+        major, minor = text.split()[-1].split(".")[:2]
+        return int(major), int(minor)
+    except (IndexError, ValueError):
+        return (0, 0)
 
 
 def _debian_module() -> Path | None:
