@@ -41,10 +41,11 @@ Cost (n bytes, L = log2 p'):
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import lru_cache
 
 from ..blocks import split, split_range
 from ..topology import Torus
-from .base import Schedule, Step, merge_ranges, port_lanes
+from .base import Range, Schedule, Step, merge_ranges, port_lanes
 from .blockset import place_blocks, rs_ag_lane
 from .recdoub import fold_ranks, fold_real, fold_steps, fold_virtual
 from .swing import dim_peer_table, lane_plan
@@ -114,16 +115,14 @@ def build_xor_bw(rank: int, dims: tuple[int, ...], count: int, *, mirrored: bool
     owned = []  # per lane, the range each rank owns after the reduce-scatter (for schedule/halves.py)
     for (_, start, sign), part in zip(lanes, parts):
         peers = xor_peer_table(vdims, start, sign)
-        mine = [(part[0], part[0])] * p  # folded ranks own nothing
-        for v, rng in enumerate(place_blocks(peers, split_range(part, pw))):
-            mine[to_rank(v)] = rng
-        owned.append(tuple(mine))
+        blocks, mine = _xor_layout(vdims, start, sign, part, p, rem)
+        owned.append(mine)
         core: list[Step]
         if vr is None:
             core = [Step((), "reduce-scatter")] * len(peers) + [Step((), "all-gather")] * len(peers)
         else:
             port_of = _port_fn(rank, vr, torus, vdims, start, sign, to_rank, folded=bool(rem))
-            rs, ag = rs_ag_lane(vr, peers, split_range(part, pw), to_rank=to_rank, port_of=port_of)
+            rs, ag = rs_ag_lane(vr, peers, blocks, to_rank=to_rank, port_of=port_of)
             core = rs + ag
         if rem:
             fold, unfold = fold_steps(rank, rem, torus, merge_ranges([part]))
@@ -131,6 +130,21 @@ def build_xor_bw(rank: int, dims: tuple[int, ...], count: int, *, mirrored: bool
         out_lanes.append(tuple(core))
     meta["owned"] = tuple(owned)
     return Schedule(algorithm, rank, p, count, dims, tuple(out_lanes), tuple(n for n, _, _ in lanes), meta)
+
+
+@lru_cache(maxsize=64)
+def _xor_layout(vdims: tuple[int, ...], start: int, sign: int, part: Range, p: int,
+                rem: int) -> tuple[tuple[Range, ...], tuple[Range, ...]]:
+    """One lane's blocks (by virtual id) and the range each real rank owns after its reduce-scatter.
+
+    The same for every rank, so built once per lane (building it per rank made a schedule cost O(p)).
+    """
+    pw = p - rem
+    blocks = tuple(split_range(part, pw))
+    mine = [(part[0], part[0])] * p  # folded ranks own nothing
+    for v, rng in enumerate(place_blocks(xor_peer_table(vdims, start, sign), blocks)):
+        mine[fold_real(v, rem) if rem else v] = rng
+    return blocks, tuple(mine)
 
 
 def _port_fn(rank: int, vr: int, torus: Torus, vdims: tuple[int, ...], start: int, sign: int,
