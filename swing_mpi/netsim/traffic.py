@@ -1,7 +1,8 @@
 """Every message of every (lane, step), read from the per-rank schedules, and the bytes each rank reduces.
 
 Algorithm:
-    The schedules of all ranks are read through the model's
+    The schedules of all ranks are read, sizes only
+    (:func:`~swing_mpi.schedule.build_sizes`: no ranges built), through the model's
     :func:`~swing_mpi.model.routing.collect_traffic`, which builds a few
     representative ranks and proves (on extra ranks) that a rank's messages,
     relative to its own coordinates, repeat with a period ``P`` per (lane,
@@ -27,7 +28,7 @@ import numpy as np
 
 from ..model.cost import PARTS, part_of
 from ..model.routing import Traffic, collect_traffic
-from ..schedule import ALGORITHMS, algorithm_info, build_schedule
+from ..schedule import ALGORITHMS, algorithm_info, build_sizes
 from ..schedule.base import REDUCE, Schedule
 
 __all__ = ["Messages", "StepMessages", "read_messages"]
@@ -94,7 +95,7 @@ def read_messages(algorithm: str, dims: tuple[int, ...], count: int, collective:
     recorded: dict[int, Schedule] = {}
 
     def get(rank: int) -> Schedule:
-        s = part_of(build_schedule(algorithm, dims, rank, count), collective)
+        s = part_of(build_sizes(algorithm, dims, rank, count), collective)
         recorded[rank] = s
         return s
 

@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from .base import COPY, REDUCE, Range, Schedule, Step, Transfer
+from .sizes import sizes_only
 
 __all__ = [
-    "AlgorithmInfo", "ALGORITHMS", "NATIVE", "AUTO", "build_schedule", "algorithm_info",
+    "AlgorithmInfo", "ALGORITHMS", "NATIVE", "AUTO", "build_schedule", "build_sizes", "algorithm_info",
     "Schedule", "Step", "Transfer", "Range", "REDUCE", "COPY",
 ]
 
@@ -114,3 +115,13 @@ def build_schedule(algorithm: str, dims: tuple[int, ...], rank: int, count: int,
     if info.uses_exact:
         kwargs["exact"] = exact
     return info.builder()(rank, tuple(dims), count, algorithm=algorithm, **kwargs)
+
+
+def build_sizes(algorithm: str, dims: tuple[int, ...], rank: int, count: int, *, exact: bool = True) -> Schedule:
+    """Build the schedule of ``rank`` with sizes only: every transfer's ranges are one placeholder of its length.
+
+    Peers, steps, actions and element counts are :func:`build_schedule`'s; the ranges are not
+    (:mod:`.sizes`), so the result is for readers of message sizes and must never run. Not cached.
+    """
+    with sizes_only():
+        return build_schedule.__wrapped__(algorithm, dims, rank, count, exact=exact)

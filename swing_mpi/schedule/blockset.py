@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from functools import lru_cache
 
 from .base import COPY, REDUCE, Range, Step, Transfer, merge_ranges
+from .sizes import mask_size, placeholder, sizing
 
 __all__ = ["BlockSets", "rs_ag_lane", "place_blocks", "bits"]
 
@@ -183,6 +184,8 @@ def place_blocks(peers: Sequence[Sequence[int]], slots: Sequence[Range]) -> list
 
 
 def _block_ranges(mask: int, blocks: Sequence[Range]) -> tuple[Range, ...]:
+    if sizing():
+        return placeholder(mask_size(blocks, mask))
     return merge_ranges(sorted(blocks[b] for b in bits(mask)))
 
 

@@ -67,6 +67,7 @@ from functools import lru_cache
 from ..topology import Torus
 from .base import COPY, REDUCE, Range, Step, Transfer, merge_ranges
 from .blockset import bits, blocksets
+from .sizes import placeholder, product_size, sizing
 
 __all__ = [
     "RingProgram", "involution_program", "extra_node_program", "ring_program", "mirror_program",
@@ -89,18 +90,25 @@ class RingProgram:
         """Number of steps."""
         return len(self.sends)
 
+    def __hash__(self) -> int:
+        """Hash of the fields, computed once (programs key several caches, and ``sends`` is large)."""
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = hash((self.d, self.sends, self.kind))
+            object.__setattr__(self, "_hash", h)
+        return h
+
     def mask(self, c: int, t: int, peer: int) -> int:
         """Block coordinates ``c`` sends to ``peer`` at step ``t`` (0 if none)."""
-        for q, m in self.sends[t][c]:
-            if q == peer:
-                return m
-        return 0
+        return _tables(self)[0][t][c].get(peer, 0)
 
     def peers(self, c: int, t: int) -> list[int]:
         """Every node ``c`` sends to or receives from at step ``t``, ascending."""
-        out = {q for q, _ in self.sends[t][c]}
-        out.update(q for q in range(self.d) if q != c and self.mask(q, t, c))
-        return sorted(out)
+        return list(_tables(self)[1][t][c])
+
+    def held_bits(self, c: int, t: int) -> list[int]:
+        """``bits(H(c, t))``: the block coordinates of :meth:`held`, ascending."""
+        return _tables(self)[2][t][c]
 
     def held(self, c: int, t: int) -> int:
         """``H(c, t)``: block coordinates ``c`` is responsible for after ``t`` steps."""
@@ -120,6 +128,22 @@ def _held(prog: RingProgram) -> tuple[tuple[int, ...], ...]:
         cur = [h & ~_sent(row[c]) for c, h in enumerate(cur)]
         out.append(tuple(cur))
     return tuple(out)
+
+
+@lru_cache(maxsize=512)
+def _tables(prog: RingProgram) -> tuple[list[list[dict[int, int]]], list[list[tuple[int, ...]]], list[list[list[int]]]]:
+    """Per step and node: masks by peer, the peers (sending or receiving) ascending, ``bits`` of ``H``."""
+    masks = [[dict(row[c]) for c in range(prog.d)] for row in prog.sends]
+    peers = []
+    for row in prog.sends:
+        talk: list[set[int]] = [{q for q, _ in row[c]} for c in range(prog.d)]
+        for c in range(prog.d):
+            for q, m in row[c]:
+                if m and q != c:
+                    talk[q].add(c)
+        peers.append([tuple(sorted(x)) for x in talk])
+    held = [[bits(h) for h in row] for row in _held(prog)]
+    return masks, peers, held
 
 
 def _sent(msgs: tuple[tuple[int, int], ...]) -> int:
@@ -438,7 +462,7 @@ class DimwiseLane:
 def _coords_sets(lane: DimwiseLane, x: tuple[int, ...], done: Sequence[int]) -> list[list[int]]:
     out = []
     for j, (d, prog) in enumerate(zip(lane.dims, lane.programs)):
-        out.append([0] if prog is None or d == 1 else bits(prog.held(x[j], done[j])))
+        out.append([0] if prog is None or d == 1 else prog.held_bits(x[j], done[j]))
     return out
 
 
@@ -473,7 +497,11 @@ def dimwise_lane(
     rs: list[Step] = []
     ag: list[Step] = []
 
+    sized = sizing()
+
     def ranges(sets: list[list[int]]) -> tuple[Range, ...]:
+        if sized:
+            return placeholder(product_size(blocks, torus.dims, sets))
         return merge_ranges(sorted(blocks[b] for b in _product(sets, strides)))
 
     for k, t in lane.plan:

@@ -416,3 +416,34 @@ def test_ndims_strings_match_mpi_compute_dims():
             assert Torus.from_spec(f"{nd}d", p).dims == tuple(MPI.Compute_dims(p, nd)), (p, nd)
     with pytest.raises(ValueError, match="needs the number of ranks"):
         Torus.from_spec("2d")
+
+
+@pytest.mark.parametrize("dims", [(4, 4), (3, 4), (2, 3, 4), (7,), (6, 10), (8, 8)])
+def test_sizes_only_schedules_carry_the_real_counts(dims):
+    """build_sizes: the real schedule's peers, steps, actions and counts, with placeholder ranges."""
+    from swing_mpi.schedule import ALGORITHMS, build_sizes
+
+    def shape(s):
+        return [[(st.phase, st.combine, tuple((t.peer, t.send_count, t.recv_count, t.action, t.peer_first, t.port)
+                                              for t in st.transfers)) for st in lane] for lane in s.lanes]
+
+    p = math.prod(dims)
+    compared = 0
+    for alg in ALGORITHMS:
+        for count in (0, 5, 1001):
+            for rank in sorted({0, p // 2 + 1, p - 1}):
+                try:
+                    real = build_schedule(alg, dims, rank, count)
+                except ValueError:
+                    continue  # the algorithm does not run on this shape
+                sized = build_sizes(alg, dims, rank, count)
+                assert shape(sized) == shape(real), (alg, dims, count, rank)
+                assert all(len(t.send) <= 1 and len(t.recv) <= 1 for lane in sized.lanes for st in lane
+                           for t in st.transfers if st.phase in ("reduce-scatter", "all-gather"))
+                compared += 1
+    assert compared >= 3 * 3 * 8
+    real, sized = build_schedule("swing-bw", dims, 0, 1001), build_sizes("swing-bw", dims, 0, 1001)
+    assert real is build_schedule("swing-bw", dims, 0, 1001)  # the cache holds real schedules only
+    if dims in ((3, 4), (6, 10)):  # placeholders indeed: one range where the real transfer has several
+        assert any(len(t.send) > 1 for lane in real.lanes for st in lane for t in st.transfers)
+        assert not any(len(t.send) > 1 for lane in sized.lanes for st in lane for t in st.transfers)
