@@ -15,11 +15,15 @@ from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-__all__ = ["SimParams", "PRESETS", "NETWORKS", "CPU_MODELS", "engine_costs_path",
+__all__ = ["SimParams", "PRESETS", "NETWORKS", "CPU_MODELS", "MESSAGE_SIZES", "engine_costs_path",
            "engine_costs", "PresetError"]
 
 NETWORKS = ("torus", "hyperx", "fattree")
 CPU_MODELS = ("lane", "rank")
+MESSAGE_SIZES = ("auto", "exact", "scaled")
+"""How :func:`~swing_mpi.netsim.simulate` reads message sizes: ``auto`` (see :mod:`.run`), ``exact`` (the
+count's own schedules; ``ValueError`` where they admit no symmetry and are too large to read),
+``scaled`` (the build count's, scaled)."""
 """``lane``: each lane of a rank pays its own α and γ, in parallel with the others (a C library
 posting each port's step as it is ready). ``rank``: the lanes of one rank share one CPU, so their
 α and γ serialize (this library's single-threaded engine)."""

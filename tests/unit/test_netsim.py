@@ -127,6 +127,24 @@ def test_tiny_and_uneven_vectors_send_exactly_the_schedules_bytes():
     assert got[32].messages < got[4 * 1001].messages
 
 
+def test_scaled_and_exact_sizes():
+    """``sizes``: the count's own schedules or the build count's scaled (16 ranks build 16·lcm(1..4) = 192)."""
+    n = 4 * 1001  # 1001 elements: uneven blocks
+    exact = simulate("swing-bw", (4, 4), n, message_sizes="exact")
+    scaled = simulate("swing-bw", (4, 4), n, message_sizes="scaled")
+    assert exact.exact and not scaled.exact and exact.build_count == 1001 and scaled.build_count == 192
+    assert simulate("swing-bw", (4, 4), n).time_s == exact.time_s  # auto: built for itself below 64x
+    assert scaled.time_s == pytest.approx(exact.time_s, rel=0.02) and scaled.time_s != exact.time_s
+    # a multiple of the build count is exact either way
+    assert simulate("swing-bw", (4, 4), 4 * 192 * 5, message_sizes="scaled").exact
+    # below the build count no scaled message vanishes: rounded up to a whole byte, so every step is kept
+    tiny = simulate("swing-bw", (4, 4), 32, message_sizes="scaled")
+    assert tiny.messages == simulate("swing-bw", (4, 4), 4 * 192).messages
+    assert tiny.time_s == pytest.approx(simulate("swing-bw", (4, 4), 32, message_sizes="exact").time_s, rel=1e-3)
+    with pytest.raises(ValueError, match="message_sizes must be one of"):
+        simulate("swing-bw", (4, 4), n, message_sizes="fluid")
+
+
 def test_hyperx_swing_one_message_per_link_per_step():
     r = simulate("swing-bw", (8, 8), 64 << 20, params=SimParams(network="hyperx", alpha_s=0.0))
     assert {b["most_messages"] for b in r.busiest_link} == {1}
