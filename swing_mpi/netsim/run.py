@@ -20,7 +20,7 @@ below the build count a message is rounded up to whole bytes rather than
 elements (none vanishes). Reading a count's own schedules reads every rank
 where its blocks are uneven, and its uneven messages end at many distinct
 instants, which SimGrid pays for: 16x16x16 swing-bw at 2 MiB takes 481 s
-exact and 16.5 s scaled, 0.13 % apart. Over 170 points (8x8 to 32x32, 4x4x4,
+exact and 16.5 s scaled, 0.13 % apart. Over 168 points (8x8 to 32x32, 4x4x4,
 8x8x8; 32 B to 2 MiB; six bandwidth algorithms) scaled times were within
 0.4 % of exact ones (``benchmarks/results/scale/sizes``).
 """
