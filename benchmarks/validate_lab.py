@@ -55,6 +55,12 @@ TOLERANCE = 0.15
 RING_TOLERANCE = 0.10
 
 
+def parse_size(text: str) -> int:
+    from swing_mpi.units import parse_size as ps  # the project's binary units
+
+    return int(ps(text))
+
+
 def build_schedule(alg: str, dims: tuple[int, ...], rank: int, count: int, *, exact: bool) -> Any:
     from swing_mpi.schedule import build_schedule as build
 
@@ -96,12 +102,21 @@ def main(argv: list[str] | None = None) -> int:
                     help="per shape, the lab's own cost per step measured at 2 KiB (alpha.json of "
                          "benchmarks/results/scale/lab-alpha/fit.py): its alpha and CPU model replace --alpha's")
     ap.add_argument("--shapes", default="4x4,3x4,8x8,16", help="shapes (16: the ring's Figure 1 ratio)")
+    ap.add_argument("--sizes", default=None, help="only these sizes, e.g. 1M (default 1M,4M,16M)")
+    ap.add_argument("--lab-set", action="append", default=[], metavar="SHAPE=DIR[,DIR]",
+                    help="stored lab sweeps to read for SHAPE instead of the default ones, folders under "
+                         "benchmarks/results (repeatable)")
     ap.add_argument("--timeout", type=float, default=600)
     ap.add_argument("--out", default=None, help="folder for table.txt, results.csv/json, command.txt")
     args = ap.parse_args(argv)
     params = {"link_bps": args.link, "latency_s": args.latency, "hop_s": args.hop, "network": "torus",
               "itemsize": 8, **preset_params(args.alpha)}  # the lab's vectors: float64
     shapes = args.shapes.split(",")
+    lab_sets = dict(LAB_SETS)
+    for spec in args.lab_set:
+        shape, _, dirs = spec.partition("=")
+        lab_sets[shape] = tuple(dirs.split(","))
+    sizes = tuple(parse_size(x) for x in args.sizes.split(",")) if args.sizes else SIZES
     per_shape = json.loads(Path(args.alpha_lab).read_text()) if args.alpha_lab else {}
 
     def params_of(shape: str) -> dict:
@@ -141,11 +156,11 @@ def main(argv: list[str] | None = None) -> int:
 
     missing = []
     for shape in shapes:
-        if shape not in LAB_SETS:
+        if shape not in lab_sets:
             continue
-        lab = lab_medians(LAB_SETS[shape], SIZES)
+        lab = lab_medians(lab_sets[shape], sizes)
         for alg in registered():
-            for n in SIZES:
+            for n in sizes:
                 if (alg, n) in lab:
                     point(shape, alg, n, *lab[(alg, n)])
                 else:
