@@ -78,6 +78,9 @@ STAGES: list[tuple[str, str, tuple[str, ...], tuple[int, ...], tuple[str, ...], 
     ("F2", "hyperx", ("32x32",), SIZES_FEW, ("c",), ALL),
     ("E4", "torus", ("16x16x16", "8x8x8x8"), SIZES_FEW, ("c",), (*PAPER_ALGS, "bucket")),
     ("H", "torus", ("128x128",), SIZES_TWO, ("c",), PAPER_ALGS),
+    # with scaled message sizes on large tori (2026-12-06) the rest of the paper's sizes became affordable
+    ("E5", "torus", ("64x64",), SIZES_FEW, ("c",), PAPER_ALGS),
+    ("H2", "torus", ("128x128",), (32, 2 * MIB, 128 * MIB), ("c",), PAPER_ALGS),
 ]
 
 
