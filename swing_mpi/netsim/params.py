@@ -20,13 +20,13 @@ __all__ = ["SimParams", "PRESETS", "NETWORKS", "CPU_MODELS", "MESSAGE_SIZES", "e
 
 NETWORKS = ("torus", "hyperx", "fattree")
 CPU_MODELS = ("lane", "rank")
+"""``lane``: each lane of a rank pays its own α and γ, in parallel with the others (a C library
+posting each port's step as it is ready). ``rank``: the lanes of one rank share one CPU, so their
+α and γ serialize (this library's single-threaded engine)."""
 MESSAGE_SIZES = ("auto", "exact", "scaled")
 """How :func:`~swing_mpi.netsim.simulate` reads message sizes: ``auto`` (see :mod:`.run`), ``exact`` (the
 count's own schedules; ``ValueError`` where they admit no symmetry and are too large to read),
 ``scaled`` (the build count's, scaled)."""
-"""``lane``: each lane of a rank pays its own α and γ, in parallel with the others (a C library
-posting each port's step as it is ready). ``rank``: the lanes of one rank share one CPU, so their
-α and γ serialize (this library's single-threaded engine)."""
 
 ALPHA_C = 1.5e-6
 GAMMA_C = 0.0

@@ -106,7 +106,7 @@ class RingProgram:
         """Every node ``c`` sends to or receives from at step ``t``, ascending."""
         return list(_tables(self)[1][t][c])
 
-    def held_bits(self, c: int, t: int) -> list[int]:
+    def held_bits(self, c: int, t: int) -> tuple[int, ...]:
         """``bits(H(c, t))``: the block coordinates of :meth:`held`, ascending."""
         return _tables(self)[2][t][c]
 
@@ -131,7 +131,8 @@ def _held(prog: RingProgram) -> tuple[tuple[int, ...], ...]:
 
 
 @lru_cache(maxsize=512)
-def _tables(prog: RingProgram) -> tuple[list[list[dict[int, int]]], list[list[tuple[int, ...]]], list[list[list[int]]]]:
+def _tables(prog: RingProgram) -> tuple[list[list[dict[int, int]]], list[list[tuple[int, ...]]],
+                                        list[list[tuple[int, ...]]]]:
     """Per step and node: masks by peer, the peers (sending or receiving) ascending, ``bits`` of ``H``."""
     masks = [[dict(row[c]) for c in range(prog.d)] for row in prog.sends]
     peers = []
@@ -142,7 +143,7 @@ def _tables(prog: RingProgram) -> tuple[list[list[dict[int, int]]], list[list[tu
                 if m and q != c:
                     talk[q].add(c)
         peers.append([tuple(sorted(x)) for x in talk])
-    held = [[bits(h) for h in row] for row in _held(prog)]
+    held = [[tuple(bits(h)) for h in row] for row in _held(prog)]
     return masks, peers, held
 
 
@@ -459,8 +460,8 @@ class DimwiseLane:
     plan: tuple[tuple[int, int], ...]
 
 
-def _coords_sets(lane: DimwiseLane, x: tuple[int, ...], done: Sequence[int]) -> list[list[int]]:
-    out = []
+def _coords_sets(lane: DimwiseLane, x: tuple[int, ...], done: Sequence[int]) -> list[Sequence[int]]:
+    out: list[Sequence[int]] = []
     for j, (d, prog) in enumerate(zip(lane.dims, lane.programs)):
         out.append([0] if prog is None or d == 1 else prog.held_bits(x[j], done[j]))
     return out
@@ -499,7 +500,7 @@ def dimwise_lane(
 
     sized = sizing()
 
-    def ranges(sets: list[list[int]]) -> tuple[Range, ...]:
+    def ranges(sets: list[Sequence[int]]) -> tuple[Range, ...]:
         if sized:
             return placeholder(product_size(blocks, torus.dims, sets))
         return merge_ranges(sorted(blocks[b] for b in _product(sets, strides)))
