@@ -55,12 +55,6 @@ TOLERANCE = 0.15
 RING_TOLERANCE = 0.10
 
 
-def parse_size(text: str) -> int:
-    from swing_mpi.units import parse_size as ps  # the project's binary units
-
-    return int(ps(text))
-
-
 def build_schedule(alg: str, dims: tuple[int, ...], rank: int, count: int, *, exact: bool) -> Any:
     from swing_mpi.schedule import build_schedule as build
 
@@ -116,7 +110,9 @@ def main(argv: list[str] | None = None) -> int:
     for spec in args.lab_set:
         shape, _, dirs = spec.partition("=")
         lab_sets[shape] = tuple(dirs.split(","))
-    sizes = tuple(parse_size(x) for x in args.sizes.split(",")) if args.sizes else SIZES
+    from swing_mpi.units import parse_sizes  # the project's binary units
+
+    sizes = tuple(parse_sizes(args.sizes)) if args.sizes else SIZES
     per_shape = json.loads(Path(args.alpha_lab).read_text()) if args.alpha_lab else {}
 
     def params_of(shape: str) -> dict:

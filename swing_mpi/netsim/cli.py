@@ -21,6 +21,7 @@ from typing import Any
 from ..schedule import ALGORITHMS
 from ..topology import parse_dims
 from ..units import format_size, parse_sizes
+from .params import MESSAGE_SIZES
 
 __all__ = ["add_arguments", "run", "main", "parse_rate"]
 
@@ -66,7 +67,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--hop", type=float, default=300e-9, help="seconds per router hop (default 300e-9)")
     parser.add_argument("--collective", choices=("allreduce", "reduce_scatter", "allgather"), default="allreduce",
                         help="the allreduce (default) or one of its halves (algorithms that have them)")
-    parser.add_argument("--message-sizes", choices=("auto", "exact", "scaled"), default="auto",  # params.MESSAGE_SIZES
+    parser.add_argument("--message-sizes", choices=MESSAGE_SIZES, default="auto",
                         help="exact: every rank's schedule built for the vector's own count; scaled: the build "
                              "count's, scaled (fast, within 0.4 %% of exact where measured); auto (default): exact "
                              "below 64x the build count on up to 1,024 nodes, else scaled")
