@@ -37,7 +37,7 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
-from ..schedule import ALGORITHMS, HALVES, build_schedule
+from ..schedule import ALGORITHMS, HALVES, build_sizes
 from ..schedule.base import COPY, REDUCE, Schedule
 from ..topology import Torus, parse_dims
 from ..units import format_size, parse_size
@@ -268,7 +268,7 @@ def _analyze(algorithm: str, dims: tuple[int, ...], symmetry: str, count: int | 
         raise ValueError(f"{algorithm} has no {part} half")
 
     def get(rank: int) -> Schedule:
-        return part_of(build_schedule(algorithm, dims, rank, c), part)
+        return part_of(build_sizes(algorithm, dims, rank, c), part)
 
     res = analyze_schedules(get, dims, name=algorithm, count=c, symmetry=symmetry)
     return replace(res, part=part)

@@ -1,7 +1,7 @@
 """Schedules that carry message sizes only, for readers of every rank of a large torus.
 
 A reader of sizes (the network simulator reading a count whose blocks are uneven, so that every
-rank's schedule differs and must be built) needs each transfer's element count, not its ranges.
+rank's schedule differs and must be built; the cost model's reader) needs each transfer's element count, not its ranges.
 Building the ranges is most of a schedule's cost: a Swing step on 128x128 sends up to 8,192
 blocks, sorted and merged into ranges, for every rank. Inside :func:`sizes_only` the block-set
 builders (:mod:`.dimwise`, :mod:`.blockset`) give each transfer one placeholder range ``(0, n)``

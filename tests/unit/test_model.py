@@ -26,6 +26,7 @@ from swing_mpi.model import (
     route,
 )
 from swing_mpi.model import cli as model_cli
+from swing_mpi.model.cost import part_of
 from swing_mpi.schedule import ALGORITHMS, build_schedule
 from swing_mpi.schedule.base import Schedule
 from swing_mpi.schedule.blockset import rs_ag_lane
@@ -289,6 +290,19 @@ def test_auto_equals_full_every_algorithm(dims):
         a = analyze(alg, dims)
         f = analyze(alg, dims, symmetry="full")
         _same(a, f)
+
+
+@pytest.mark.parametrize("dims", [(4, 4), (3, 5), (5, 5), (4, 4, 4), (7,), (6, 10)])
+def test_model_reads_sizes_only_schedules(dims):
+    """analyze() reads schedules built with sizes only; its loads are those of the real schedules."""
+    count = 1000 + 7 * len(dims)  # uneven blocks: the ranks' counts differ
+    for alg in ALGORITHMS:
+        for part in ALGORITHMS[alg].collectives:
+            def get(r, alg=alg, part=part):
+                return part_of(build_schedule(alg, dims, r, count), part)
+
+            real = analyze_schedules(get, dims, count=count, symmetry="full")
+            _same(analyze(alg, dims, count=count, part=part, symmetry="full"), real)
 
 
 def test_parity_refused_when_it_does_not_hold():
