@@ -84,9 +84,9 @@ class EngineInput:
     reduce_bytes: np.ndarray
     """``[lane, step, rank]`` bytes reduced when the step's receives are in."""
     routes: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
+    """Explicit networks: ``(src, dst, offsets, links)``: route ``i`` is ``links[offsets[i]:offsets[i+1]]``."""
     wait_sends: bool = True
     """Whether a step also waits for its own sends to be delivered (else for its receives only)."""
-    """Explicit networks: ``(src, dst, offsets, links)``: route ``i`` is ``links[offsets[i]:offsets[i+1]]``."""
 
 
 def _torus_hosts(sg: Any, root: Any, dims: tuple[int, ...], bw: float) -> dict[int, Any]:

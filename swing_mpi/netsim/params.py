@@ -114,7 +114,6 @@ class SimParams:
     wait_sends: bool = True
     """A step ends when its receives are in and its own sends delivered (the executor's wait for every
     request of the step); ``False``: when its receives are in (sends left in flight, eager)."""
-    """Bytes per element (the vector's datatype); sizes must be a whole number of elements."""
 
     def __post_init__(self) -> None:
         """Check every field."""
