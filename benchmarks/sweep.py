@@ -98,6 +98,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--mtu", type=int, default=None, help="lab MTU (default: the lab's, 65000)")
     ap.add_argument("--burst-kib", type=int, default=None,
                     help="lab token-bucket burst per port, KiB (default: the lab's, 256)")
+    ap.add_argument("--tcp-cc", default=None, metavar="NAME",
+                    help="lab TCP congestion control in every namespace (default: the lab's, cubic; host: the host's)")
     ap.add_argument("--lab-check", nargs="?", const="fail", choices=("fail", "warn"), default=None,
                     help="check the lab's routes and rates before the runs (lab-check.json); a failed check "
                     "stops the sweep, or with --lab-check=warn is only reported")
@@ -286,14 +288,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     sweep_cmd = shlex.join([sys.executable, *sys.argv]) if argv is None else shlex.join(["benchmarks/sweep.py", *argv])
     lines = [f"# sweep: {sweep_cmd}", f"# cwd: {os.getcwd()}"]
     if args.lab:
-        from swing_mpi.lab.plan import DEFAULT_BURST_KIB, DEFAULT_MTU, DEFAULT_RATE_MBIT, make_plan, usable_cpus
+        from swing_mpi.lab.plan import (
+            DEFAULT_BURST_KIB,
+            DEFAULT_MTU,
+            DEFAULT_RATE_MBIT,
+            DEFAULT_TCP_CC,
+            make_plan,
+            usable_cpus,
+        )
 
         rate = args.rate_mbit if args.rate_mbit is not None else DEFAULT_RATE_MBIT
         mtu = args.mtu if args.mtu is not None else DEFAULT_MTU
         burst = args.burst_kib if args.burst_kib is not None else DEFAULT_BURST_KIB
+        tcp_cc = args.tcp_cc if args.tcp_cc is not None else DEFAULT_TCP_CC
         lab_dims = args.dims or str(np_)
         try:  # the lab's settings, checked before anything is written or built
-            plan = make_plan(lab_dims, rate_mbit=rate, mtu=mtu, burst_kib=burst)
+            plan = make_plan(lab_dims, rate_mbit=rate, mtu=mtu, burst_kib=burst, tcp_cc=tcp_cc)
         except ValueError as e:
             _say(f"sweep: lab: {e}")
             return 2
@@ -302,16 +312,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             _say(f"sweep: lab: note: {note}")
             lines.append(f"# note: {note}")
         lines.append(f"# each launch ran inside one emulated {lab_dims} torus lab ({rate:g} Mbit/s per link "
-                     f"direction, MTU {mtu}, burst {burst} KiB) built once for the sweep; equivalent stand-alone "
+                     f"direction, MTU {mtu}, burst {burst} KiB, TCP {tcp_cc}) built once for the sweep; equivalent "
+                     "stand-alone "
                      "commands:")
         for L in launches:
             envs = " ".join(f"-e {k}={shlex.quote(v)}" for k, v in L.env.items())
             lines.append(f"{shlex.quote(sys.executable)} -m swing_mpi lab --dims {lab_dims} --rate-mbit {rate:g} "
-                         f"--mtu {mtu} --burst-kib {burst} --timeout {args.timeout:g} -n {np_} "
+                         f"--mtu {mtu} --burst-kib {burst} --tcp-cc {tcp_cc} --timeout {args.timeout:g} -n {np_} "
                          f"{envs + ' ' if envs else ''}-- "
                          + shlex.join(bench_command("python", L.bench_argv)))
     else:
-        rate, mtu, burst, lab_dims = None, None, None, None
+        rate, mtu, burst, tcp_cc, lab_dims = None, None, None, None, None
         lines.append("# shared memory, plain mpiexec:")
         for L in launches:
             env = {"MPIEXEC_TIMEOUT": str(int(args.timeout)), **L.env}
@@ -330,7 +341,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from swing_mpi.lab import Lab, LabError, LabUnavailableError
 
         try:
-            with Lab(lab_dims, rate_mbit=rate, mtu=mtu, burst_kib=burst, log=_say) as lab:
+            with Lab(lab_dims, rate_mbit=rate, mtu=mtu, burst_kib=burst, tcp_cc=tcp_cc, log=_say) as lab:
                 if args.lab_check:
                     res = lab.check(print_table=False)
                     check_ok = res.ok
@@ -374,7 +385,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                  "congestion": "routed"}
         add_model_times(rows, warn=_say, **model)
     sweep = {"command": sweep_cmd, "np": np_, "dims": args.dims, "lab": bool(args.lab), "lab_check_ok": check_ok,
-             "rate_mbit": rate, "mtu": mtu, "burst_kib": burst,
+             "rate_mbit": rate, "mtu": mtu, "burst_kib": burst, "tcp_cc": tcp_cc,
              "mpich_algorithms": args.mpich_algorithms, "model": model, "exit_codes": codes,
              "seconds": round(time.perf_counter() - t0, 1)}
     write_csv(rows, os.path.join(out, "results.csv"), FIELDS)

@@ -152,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
 
     missing = []
     for shape in shapes:
-        if shape not in lab_sets:
+        if shape not in lab_sets or shape == RING[0]:  # the ring: its one size, below
             continue
         lab = lab_medians(lab_sets[shape], sizes)
         for alg in registered():
@@ -163,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
                     missing.append(f"{shape} {alg} {n // MIB} MiB")
     ring_text = ""
     if RING[0] in shapes:
-        lab = lab_medians((RING[1],), (RING[2],))
+        lab = lab_medians(lab_sets.get(RING[0], (RING[1],)), (RING[2],))
         got = {alg: point(RING[0], alg, RING[2], *lab[(alg, RING[2])]) for alg in registered() if (alg, RING[2]) in lab}
         rd, sw = got.get("rabenseifner"), got.get("swing-bw-1port")
         if rd and sw and rd["sim_s"] and sw["sim_s"]:

@@ -20,7 +20,16 @@ from collections.abc import Sequence
 
 from ..topology import Torus
 from .lab import Lab, parse_placement
-from .plan import DEFAULT_BURST_KIB, DEFAULT_MTU, DEFAULT_PREFIX, DEFAULT_RATE_MBIT, make_plan, usable_cpus
+from .plan import (
+    DEFAULT_BURST_KIB,
+    DEFAULT_MTU,
+    DEFAULT_PREFIX,
+    DEFAULT_RATE_MBIT,
+    DEFAULT_TCP_CC,
+    HOST_TCP_CC,
+    make_plan,
+    usable_cpus,
+)
 from .system import LabError, LabUnavailableError, cleanup_stale, lab_available
 
 __all__ = ["add_arguments", "run", "main", "build_parser"]
@@ -42,6 +51,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--burst-kib", type=int, default=DEFAULT_BURST_KIB, metavar="KIB",
         help=f"token-bucket burst of every port in KiB: what an idle port may send at once beyond the rate "
              f"(default {DEFAULT_BURST_KIB}; at least the MTU)",
+    )
+    parser.add_argument(
+        "--tcp-cc", default=DEFAULT_TCP_CC, metavar="NAME",
+        help=f"TCP congestion control in every namespace (default {DEFAULT_TCP_CC}; {HOST_TCP_CC!r}: the host's "
+             f"default, which may pace flows below the links' rate, as bbr does)",
     )
     parser.add_argument(
         "--check", action="store_true",
@@ -102,7 +116,8 @@ def run(args: argparse.Namespace) -> int:
         command = command[1:]
     try:
         torus = Torus.from_spec(args.dims)
-        plan = make_plan(torus, prefix=args.prefix, rate_mbit=args.rate_mbit, mtu=args.mtu, burst_kib=args.burst_kib)
+        plan = make_plan(torus, prefix=args.prefix, rate_mbit=args.rate_mbit, mtu=args.mtu, burst_kib=args.burst_kib,
+                         tcp_cc=args.tcp_cc)
         placement = parse_placement(getattr(args, "placement", None), torus.size)
     except ValueError as e:
         _say(f"lab: {e}")
@@ -138,7 +153,7 @@ def run(args: argparse.Namespace) -> int:
         _say(f"lab: note: {note}")
     try:
         with Lab(torus, rate_mbit=args.rate_mbit, mtu=args.mtu, prefix=args.prefix, log=_say,
-                 placement=placement, burst_kib=args.burst_kib) as lab:
+                 placement=placement, burst_kib=args.burst_kib, tcp_cc=args.tcp_cc) as lab:
             if placement is not None:
                 _say(f"lab: placement, node of each rank: {','.join(map(str, placement))}")
             rc = 0
@@ -149,7 +164,7 @@ def run(args: argparse.Namespace) -> int:
                 if args.check_json:
                     with open(args.check_json, "w") as f:
                         json.dump({"dims": str(torus), "rate_mbit": args.rate_mbit, "mtu": args.mtu,
-                                   "burst_kib": args.burst_kib,
+                                   "burst_kib": args.burst_kib, "tcp_cc": args.tcp_cc,
                                    "build_seconds": lab.build_seconds, **res.as_dict()}, f, indent=2)
                 if not res.ok:
                     _say("lab: check FAILED")

@@ -42,6 +42,7 @@ from .plan import (
     DEFAULT_MTU,
     DEFAULT_PREFIX,
     DEFAULT_RATE_MBIT,
+    DEFAULT_TCP_CC,
     Command,
     LabPlan,
     make_plan,
@@ -56,6 +57,7 @@ from .system import (
     marker_path,
     quiet,
     require_lab,
+    require_tcp_cc,
     run_command,
     run_parallel,
 )
@@ -152,6 +154,7 @@ class Lab:
         log: Log | None = None,
         placement: Sequence[int] | None = None,
         burst_kib: int = DEFAULT_BURST_KIB,
+        tcp_cc: str = DEFAULT_TCP_CC,
     ) -> None:
         """Plan a lab of ``torus`` (a :class:`Torus`, ``"4x4"`` or a dims tuple); nothing is built yet.
 
@@ -165,7 +168,7 @@ class Lab:
         self._run_id = run_id
         self._user_log: Log = log or quiet
         self.plan: LabPlan = make_plan(self.torus, run_id=run_id or "0", prefix=prefix, rate_mbit=rate_mbit, mtu=mtu,
-                                       burst_kib=burst_kib)
+                                       burst_kib=burst_kib, tcp_cc=tcp_cc)
         self.built = False
         self.build_seconds: float | None = None
         self.teardown_seconds: float | None = None
@@ -230,11 +233,12 @@ class Lab:
         if self.built:
             raise LabError("lab already built")
         require_lab()
+        require_tcp_cc(self.plan.tcp_cc)
         t0 = time.perf_counter()
         rid = self._pick_run_id()
         p = self.plan  # the same settings under the run id just picked
         self.plan = make_plan(self.torus, run_id=rid, prefix=p.prefix, rate_mbit=p.rate_mbit, mtu=p.mtu, net=p.net,
-                              burst_kib=p.burst_kib)
+                              burst_kib=p.burst_kib, tcp_cc=p.tcp_cc)
         self.built = True  # from here on, teardown has something to do
         try:
             marker_path(self._prefix, rid).write_text(f"{os.getpid()}\n")

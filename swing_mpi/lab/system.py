@@ -38,6 +38,7 @@ __all__ = [
     "list_namespaces",
     "lab_available",
     "require_lab",
+    "require_tcp_cc",
     "marker_path",
     "cleanup_stale",
     "find_mpiexec",
@@ -171,6 +172,22 @@ def require_lab() -> None:
     ok, why = lab_available()
     if not ok:
         raise LabUnavailableError(f"cannot build the emulated torus lab: {why}")
+
+
+_TCP_CC_FILE = Path("/proc/sys/net/ipv4/tcp_available_congestion_control")
+
+
+def require_tcp_cc(name: str) -> None:
+    """Raise :class:`LabError` if the kernel has no TCP congestion control ``name`` (``host``: any is fine)."""
+    if name == "host":
+        return
+    try:
+        available = _TCP_CC_FILE.read_text().split()
+    except OSError:
+        return  # cannot tell; sysctl will say it when the lab sets it
+    if name not in available:
+        raise LabError(f"TCP congestion control {name!r} is not available here (the kernel has "
+                       f"{', '.join(available) or 'none listed'}; try 'modprobe tcp_{name}', or --tcp-cc host)")
 
 
 # ---------------------------------------------------------------------------

@@ -388,3 +388,39 @@ def test_ranks_talk_over_tcp_and_wait_as_the_library_decides_unless_told_otherwi
     assert env["MPIR_CVAR_NOLOCAL"] == "1" and env["FI_PROVIDER"] == "tcp"
     assert "SWING_MPI_WAIT" not in env  # waiting.node_policy picks backoff: many ranks, one host name
     assert Lab((2, 2)).mpi_env({"SWING_MPI_WAIT": "yield"})["SWING_MPI_WAIT"] == "yield"
+
+
+def test_tcp_congestion_control_is_set_in_every_namespace(capsys):
+    plan = make_plan("2x2")
+    assert plan.tcp_cc == "cubic" and "TCP cubic" in plan.describe()
+    text = "\n".join(c.shell() for c in plan.setup_commands(batched=False))
+    assert text.count("net.ipv4.tcp_congestion_control=cubic") == plan.size
+    reno = "\n".join(c.shell() for c in make_plan("2x2", tcp_cc="reno").setup_commands(batched=False))
+    assert reno.count("net.ipv4.tcp_congestion_control=reno") == 4 and "=cubic" not in reno
+    host = make_plan("2x2", tcp_cc="host")
+    assert not any("tcp_congestion_control" in k for r in range(host.size) for k in host.sysctl_settings(r))
+    assert "TCP as the host" in host.describe()
+    for bad in ("", "Cubic", "cubic; reboot", 3, "x" * 17):
+        with pytest.raises(ValueError, match="tcp_cc"):
+            make_plan("2x2", tcp_cc=bad)
+
+    from swing_mpi.lab.cli import main
+
+    assert main(["--dims", "2x2", "--tcp-cc", "reno", "--plan"]) == 0
+    assert "tcp_congestion_control=reno" in capsys.readouterr().out
+    assert main(["--dims", "2x2", "--tcp-cc", "no such", "--plan"]) == 2
+    assert "tcp_cc must name" in capsys.readouterr().err
+
+
+def test_an_unknown_congestion_control_is_refused_before_the_lab_is_built(monkeypatch, tmp_path):
+    from swing_mpi.lab import system
+
+    listing = tmp_path / "available"
+    listing.write_text("reno cubic\n")
+    monkeypatch.setattr(system, "_TCP_CC_FILE", listing)
+    system.require_tcp_cc("cubic")
+    system.require_tcp_cc("host")
+    with pytest.raises(system.LabError, match="'bbr' is not available here.*reno, cubic"):
+        system.require_tcp_cc("bbr")
+    monkeypatch.setattr(system, "_TCP_CC_FILE", tmp_path / "missing")
+    system.require_tcp_cc("anything")  # cannot tell: sysctl will say it
