@@ -312,9 +312,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             _say(f"sweep: lab: note: {note}")
             lines.append(f"# note: {note}")
         lines.append(f"# each launch ran inside one emulated {lab_dims} torus lab ({rate:g} Mbit/s per link "
-                     f"direction, MTU {mtu}, burst {burst} KiB, TCP {tcp_cc}) built once for the sweep; equivalent "
-                     "stand-alone "
-                     "commands:")
+                     f"direction, MTU {mtu}, burst {burst} KiB, TCP {tcp_cc}) built once for the sweep; "
+                     "equivalent stand-alone commands:")
         for L in launches:
             envs = " ".join(f"-e {k}={shlex.quote(v)}" for k, v in L.env.items())
             lines.append(f"{shlex.quote(sys.executable)} -m swing_mpi lab --dims {lab_dims} --rate-mbit {rate:g} "

@@ -65,9 +65,8 @@ DEFAULT_RATE_MBIT = 40.0
 DEFAULT_MTU = 65000
 DEFAULT_BURST_KIB = 256  # tc's "kb" is KiB: a port idle for 50 ms at 40 Mbit/s may send this much at once
 DEFAULT_TCP_CC = "cubic"
-"""TCP congestion control of every namespace. ``bbr`` (the host's default on the development machine)
-paces each flow to its own estimate of the rate and left the busiest labs' links 5-12 % short of
-``cubic`` (4x4 at 16 MiB, every port busy: swing-bw 1.67-1.77 s against 1.59-1.60 s)."""
+"""TCP congestion control of every namespace: ``bbr`` (the development machine's default) paces each
+flow at its own estimate of the rate, which left links short where every port was busy (docs/lab.md)."""
 HOST_TCP_CC = "host"
 """``tcp_cc`` value that leaves the host's default congestion control in every namespace."""
 _TCP_CC_RE = re.compile(r"[a-z][a-z0-9_]{0,15}")

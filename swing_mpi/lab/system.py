@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from .plan import DEFAULT_PREFIX, Command, namespace_pattern
+from .plan import DEFAULT_PREFIX, HOST_TCP_CC, Command, namespace_pattern
 
 __all__ = [
     "LabError",
@@ -179,15 +179,16 @@ _TCP_CC_FILE = Path("/proc/sys/net/ipv4/tcp_available_congestion_control")
 
 def require_tcp_cc(name: str) -> None:
     """Raise :class:`LabError` if the kernel has no TCP congestion control ``name`` (``host``: any is fine)."""
-    if name == "host":
+    if name == HOST_TCP_CC:
         return
     try:
         available = _TCP_CC_FILE.read_text().split()
     except OSError:
         return  # cannot tell; sysctl will say it when the lab sets it
     if name not in available:
-        raise LabError(f"TCP congestion control {name!r} is not available here (the kernel has "
-                       f"{', '.join(available) or 'none listed'}; try 'modprobe tcp_{name}', or --tcp-cc host)")
+        have = ", ".join(available) or "none listed"
+        raise LabError(f"TCP congestion control {name!r} is not available here (the kernel has {have}; "
+                       f"try 'modprobe tcp_{name}', or --tcp-cc {HOST_TCP_CC})")
 
 
 # ---------------------------------------------------------------------------
