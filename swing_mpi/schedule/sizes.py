@@ -1,14 +1,15 @@
 """Schedules that carry message sizes only, for readers of every rank of a large torus.
 
 A reader of sizes (the network simulator reading a count whose blocks are uneven, so that every
-rank's schedule differs and must be built; the cost model's reader) needs each transfer's element count, not its ranges.
-Building the ranges is most of a schedule's cost: a Swing step on 128x128 sends up to 8,192
-blocks, sorted and merged into ranges, for every rank. Inside :func:`sizes_only` the block-set
-builders (:mod:`.dimwise`, :mod:`.blockset`) give each transfer one placeholder range ``(0, n)``
-of its true length ``n`` instead, summed from the blocks' lengths with numpy. Peers, steps,
-actions and counts are those of the real schedule (``tests/schedule/test_sizes.py`` compares
-them on many shapes and counts); the ranges are not, so such a schedule must never run and is
-never cached with the real ones (:func:`swing_mpi.schedule.build_sizes`).
+rank's schedule differs and must be built; the cost model's reader) needs each transfer's
+element count, not its ranges. Building the ranges is most of a schedule's cost: a Swing step on
+128x128 sends up to 8,192 blocks, sorted and merged into ranges, for every rank. Inside
+:func:`sizes_only` the block-set builders (:mod:`.dimwise`, :mod:`.blockset`) give each transfer
+one placeholder range ``(0, n)`` of its true length ``n`` instead, summed from the blocks'
+lengths with numpy. Peers, steps, actions and counts are those of the real schedule
+(``tests/unit/test_schedule.py`` compares them on several shapes and counts); the ranges are not,
+so such a schedule must never run and is never cached with the real ones
+(:func:`swing_mpi.schedule.build_sizes`).
 """
 
 from __future__ import annotations
