@@ -464,7 +464,7 @@ class Plan:
         operation = str(s.meta.get("collective", "allreduce"))
         message = (f"{operation} ({s.algorithm}, {s.count} elements) on {rank_name(self.comm, me)}: "
                    f"waiting for {who} in {where} (of {nsteps}) for more than {self.timeout:g} s "
-                   f"(SWING_MPI_TIMEOUT); the collective is broken, end the job (comm.Abort())")
+                   f"(SWING_MPI_TIMEOUT); the collective is broken, end the job (MPI.COMM_WORLD.Abort())")
         self.broken = f"an earlier wait timed out: {message}"
         self.active = False
         self._result = self._work = self._src = None

@@ -195,7 +195,7 @@ def wait_collective(req: MPI.Request, comm: MPI.Comm, what: str, timeout: float 
     assert timeout is not None
     raise TimeoutError(f"{what} on {rank_name(comm, me)}: waiting for {who} for more than {timeout:g} s "
                        f"(SWING_MPI_TIMEOUT; not heard from: the missing rank, or one behind it); "
-                       f"the communicator is broken, end the job (comm.Abort())")
+                       f"the communicator is broken, end the job (MPI.COMM_WORLD.Abort())")
 
 
 def bounded_bcast(comm: MPI.Comm, obj: Any, what: str, timeout: float | None, root: int = 0) -> Any:
