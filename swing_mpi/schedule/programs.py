@@ -4,16 +4,16 @@ Algorithm:
     Even sides run Swing's program (:func:`~.swing.dim_program`). An odd side
     ``d`` has several candidates, all taking at most ``⌈log2 d⌉`` steps:
 
-    - the circulant (:func:`~.dimwise.circulant_program`): the data halves
+    - the circulant (:func:`~.rings.circulant_program`): the data halves
       every step, but skips ``1, 2, 4, …`` take long routes;
-    - the two-way program (:func:`~.dimwise.twoway_program`): one block to
+    - the two-way program (:func:`~.rings.twoway_program`): one block to
       each neighbour per step, the ring's minimum of block-hops, in
       ``(d−1)/2`` steps (so for ``d ≤ 9`` only);
-    - the two-sided circulant (:func:`~.dimwise.twosided_program`): blocks
+    - the two-sided circulant (:func:`~.rings.twosided_program`): blocks
       converge from both sides along the circulant's paths of a ring of
       ``(d+1)/2``: ``⌈log2((d+1)/2)⌉`` steps, fewer block-hops than the
       circulant, both ports in every step (the long prime sides 11, 13, 23);
-    - staged programs (:func:`~.dimwise.staged_program`): ``d = r_0·r_1·…``,
+    - staged programs (:func:`~.rings.staged_program`): ``d = r_0·r_1·…``,
       a circulant, two-way or two-sided program per radix, later radices with
       longer skips (``9 = 3·3`` two-way twice: 2 steps; ``15 = 5·3`` two-way
       then circulant: 4 steps).
@@ -59,12 +59,11 @@ from typing import Any, TypeVar
 import numpy as np
 
 from .base import port_lanes
-from .dimwise import (
+from .dimwise import DimwiseLane, interleave
+from .rings import (
     STAGE_KINDS,
-    DimwiseLane,
     RingProgram,
     circulant_program,
-    interleave,
     link_loads,
     mirror_program,
     odd_radices,

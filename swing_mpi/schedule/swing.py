@@ -34,11 +34,11 @@ Torus locality on every shape:
       0.972, 10x10 1.456 → 1.050, 12x12 1.243 → 1.076;
     - odd side: a program chosen per lane by the lockstep link loads
       (:mod:`.programs`) among the circulant
-      (:func:`~.dimwise.circulant_program`: ``⌈log2 d⌉`` steps, skips
+      (:func:`~.rings.circulant_program`: ``⌈log2 d⌉`` steps, skips
       ``1, 2, 4, …`` and ``d − 2^{L−1}`` last, the data halving every step)
-      the two-way program (:func:`~.dimwise.twoway_program`: one block to
+      the two-way program (:func:`~.rings.twoway_program`: one block to
       each neighbour per step, the ring's minimum of block-hops, in
-      ``(d−1)/2`` steps) and staged programs (:func:`~.dimwise.staged_program`:
+      ``(d−1)/2`` steps) and staged programs (:func:`~.rings.staged_program`:
       ``15 = 5·3`` two-way on 5, then the circulant on 3 with skip 5), never
       more steps than the circulant.
 
@@ -75,19 +75,9 @@ from ..blocks import split, split_range
 from ..topology import Torus
 from .base import COPY, REDUCE, Range, Schedule, Step, Transfer, merge_ranges, port_lanes
 from .blockset import bits, blocksets
-from .dimwise import (
-    DimwiseLane,
-    RingProgram,
-    circulant_program,
-    dimwise_lane,
-    fold_pairs,
-    interleave,
-    involution_program,
-    lane_blocks,
-    mirror_program,
-    ring_loads,
-)
+from .dimwise import DimwiseLane, dimwise_lane, fold_pairs, interleave, lane_blocks
 from .programs import lane_programs
+from .rings import RingProgram, circulant_program, involution_program, mirror_program, ring_loads
 
 __all__ = [
     "rho", "delta", "swing_peer", "lane_plan", "dim_peer_table", "ring_offsets", "offset_table", "dim_program",
@@ -185,7 +175,7 @@ def offset_table(d: int, offsets: Sequence[int], sign: int = 1) -> tuple[tuple[i
 def offsets_cost(d: int, offsets: Sequence[int]) -> float | None:
     """``Σ_t load_t / 2^t`` of an even ring's offsets (``None`` if they do not reach every node).
 
-    ``load_t`` is step ``t``'s busiest routed link (:func:`~.dimwise.ring_loads`);
+    ``load_t`` is step ``t``'s busiest routed link (:func:`~.rings.ring_loads`);
     the weight ``2^−t`` stands for the other dimensions' halving on a torus.
     """
     table = offset_table(d, offsets)
@@ -227,7 +217,7 @@ def dim_program(d: int, sign: int = 1) -> RingProgram | None:
     """Return the reduce-scatter program of one ring of ``d`` (``None`` for ``d = 1``); ``sign=-1``: mirrored.
 
     Even ``d``: Listing-1 block sets of :func:`ring_offsets`. Odd ``d``: the
-    circulant program (:func:`~.dimwise.circulant_program`; for ``d = 3`` it
+    circulant program (:func:`~.rings.circulant_program`; for ``d = 3`` it
     is the two-step ring), ``⌈log2 d⌉`` steps either way. (The all-ports
     lanes of ``swing-bw`` may run another odd program: :mod:`.programs`.)
     """

@@ -43,16 +43,8 @@ from functools import lru_cache
 from ..blocks import split, split_range
 from ..topology import Torus
 from .base import Range, Schedule, port_lanes
-from .dimwise import (
-    DimwiseLane,
-    RingProgram,
-    _program,
-    dimwise_lane,
-    interleave,
-    lane_blocks,
-    mirror_program,
-    ring_loads,
-)
+from .dimwise import DimwiseLane, dimwise_lane, interleave, lane_blocks
+from .rings import RingProgram, mirror_program, program_from_rows, ring_loads
 
 __all__ = ["log3_ceil", "trivance_distances", "trivance_paths", "trivance_program", "trivance_lane",
            "build_trivance_bw", "is_power_of_three"]
@@ -180,7 +172,7 @@ def _build(d: int, s: tuple[int, ...], paths: dict[int, tuple[int, int]]) -> Rin
         for c in range(d):
             q = (c + a * s[t]) % d
             rows[t][c][q] = rows[t][c].get(q, 0) | (1 << ((c + j) % d))
-    return _program(d, rows, "trivance")
+    return program_from_rows(d, rows, "trivance")
 
 
 @lru_cache(maxsize=256)

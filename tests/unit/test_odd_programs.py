@@ -10,7 +10,8 @@ import pytest
 from swing_mpi.model import analyze
 from swing_mpi.schedule import build_schedule
 from swing_mpi.schedule.base import port_lanes
-from swing_mpi.schedule.dimwise import (
+from swing_mpi.schedule.programs import TWO_SIDED_FROM, _stage_steps, lane_programs, lockstep_cost, odd_candidates
+from swing_mpi.schedule.rings import (
     STAGE_KINDS,
     STAGE_PROGRAMS,
     check_program,
@@ -22,7 +23,6 @@ from swing_mpi.schedule.dimwise import (
     twosided_program,
     twoway_program,
 )
-from swing_mpi.schedule.programs import TWO_SIDED_FROM, _stage_steps, lane_programs, lockstep_cost, odd_candidates
 from swing_mpi.schedule.swing import swing_lane
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from swing_mpi.blocks import split, split_range
 from swing_mpi.schedule import build_schedule
-from swing_mpi.schedule.dimwise import RingProgram, check_program, circulant_program, extra_node_program, ring_program
+from swing_mpi.schedule.rings import RingProgram, check_program, circulant_program, extra_node_program, ring_program
 from swing_mpi.schedule.swing import EVEN_OFFSETS, delta, dim_program, lane_plan, offsets_cost, rho, search_offsets
 from swing_mpi.simulate import ScheduleError, simulate
 from swing_mpi.topology import Torus

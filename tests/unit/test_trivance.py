@@ -12,7 +12,7 @@ from test_schedule import assert_bit_identical, assert_each_block_once, assert_e
 from swing_mpi.model import analyze
 from swing_mpi.schedule import build_schedule
 from swing_mpi.schedule.blockset import bits
-from swing_mpi.schedule.dimwise import check_program, mirror_program
+from swing_mpi.schedule.rings import check_program, mirror_program
 from swing_mpi.schedule.trivance import (
     is_power_of_three,
     log3_ceil,
@@ -197,7 +197,7 @@ def test_model_power_of_three(dims, bw_steps):
 
 @pytest.mark.parametrize("d", [10, 16, 28, 64, 128])
 def test_cover_paths_shrink_the_data(d):
-    from swing_mpi.schedule.dimwise import ring_loads
+    from swing_mpi.schedule.rings import ring_loads
     from swing_mpi.schedule.trivance import _build, _cover_paths, _latest_paths
 
     s = trivance_distances(d)

@@ -12,7 +12,7 @@ a ring reduce-scatter's minimum is ``d − 1``, in ``d − 1`` steps).
 
 The search tries every skip sequence (``s_0 = ±1``) and every closed family of
 ``d`` sets, and prints the fewest block-hops found next to the circulant's
-(:func:`swing_mpi.schedule.dimwise.circulant_program`: skips ``1, 2, 4, …`` and
+(:func:`swing_mpi.schedule.rings.circulant_program`: skips ``1, 2, 4, …`` and
 ``d − 2^{L−1}``).
 
 Usage: python benchmarks/results/model/odd_sides_search.py [d ...]   (default 3 5 7 9 11 13 15)
@@ -96,7 +96,7 @@ def best_two_sided(d: int) -> tuple[int, tuple[int, ...], list[int]]:
     step whose skips add up to the offset exactly (no wrap-around), in
     ``⌈log2(h+1)⌉`` steps. A port carries a lane's and its mirror's moves:
     twice ``Σ s_{min T}``. The two-sided circulant
-    (:func:`swing_mpi.schedule.dimwise.twosided_program`) is one of them.
+    (:func:`swing_mpi.schedule.rings.twosided_program`) is one of them.
     """
     h = (d - 1) // 2
     L = h.bit_length()
