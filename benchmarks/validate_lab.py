@@ -6,11 +6,12 @@
         --out benchmarks/results/scale/validate-lab-alpha
 
 For every algorithm of ours measured in the lab at 1, 4 and 16 MiB on 4x4, 3x4
-and 8x8 (benchmarks/results/lab*/results.csv, medians in us), simulate the same
-call with the lab's parameters: 40 Mbit/s per link direction, the lab's
-latency (veth + TCP between namespaces: a few tens of us, see --latency; at
-these sizes a step's bytes take 10-3000 ms, so it does not matter), no router
-delay, and the ``engine`` preset (this library's measured costs). Prints shape,
+and 8x8 (by default benchmarks/results/scale/lab-cubic/*/results.csv, medians
+in us; --lab-set reads others), simulate the same call with the lab's
+parameters: 40 Mbit/s per link direction, the lab's latency (veth + TCP
+between namespaces: a few tens of us, see --latency; at these sizes a step's
+bytes take 10-3000 ms, so it does not matter), no router delay, and the
+``engine`` preset (this library's measured costs). Prints shape,
 algorithm, size, lab median, simulated, ratio, within 15 %?; then the 16-node
 ring's Figure 1 ratio (Rabenseifner's recursive-doubling reduce-scatter over
 single-port Swing) in the lab and simulated, within 10 %?
@@ -45,12 +46,12 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
 MIB = 1 << 20
 SIZES = (1 * MIB, 4 * MIB, 16 * MIB)
-LAB_SETS = {  # shape -> stored lab sweeps (earlier listed first wins a duplicate point)
-    "4x4": ("lab4x4-small", "lab4x4-large"),
-    "3x4": ("lab3x4", "lab3x4-16M"),
-    "8x8": ("lab8x8",),
+LAB_SETS = {  # shape -> stored lab sweeps (earlier listed first wins a duplicate point): the lab as it ships
+    "4x4": ("scale/lab-cubic/4x4", "scale/lab-cubic/4x4-large"),
+    "3x4": ("scale/lab-cubic/3x4",),
+    "8x8": ("scale/lab-cubic/8x8", "scale/lab-cubic/8x8-large"),
 }
-RING = ("16", "lab-ring16", 4 * MIB)
+RING = ("16", "scale/lab-cubic/16", 4 * MIB)
 TOLERANCE = 0.15
 RING_TOLERANCE = 0.10
 
