@@ -1,4 +1,4 @@
-"""The package's shape: every module small, with an explicit ``__all__``, and no private name imported across modules."""
+"""The package's shape: every module small, with an explicit ``__all__``, no private name imported across modules."""
 
 from __future__ import annotations
 
