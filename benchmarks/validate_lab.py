@@ -1,9 +1,8 @@
 """The simulator against the emulated torus lab's stored medians (not tuned to them).
 
     python benchmarks/validate_lab.py                       # table on stdout
-    python benchmarks/validate_lab.py --out benchmarks/results/scale/validate-lab
-    python benchmarks/validate_lab.py --alpha-lab benchmarks/results/scale/lab-alpha/alpha.json \
-        --out benchmarks/results/scale/validate-lab-alpha
+    python benchmarks/validate_lab.py --out benchmarks/results/scale/validate-lab-cubic
+    python benchmarks/validate_lab.py --alpha-lab benchmarks/results/scale/lab-alpha/alpha.json --out DIR
 
 For every algorithm of ours measured in the lab at 1, 4 and 16 MiB on 4x4, 3x4
 and 8x8 (by default benchmarks/results/scale/lab-cubic/*/results.csv, medians
