@@ -5,8 +5,8 @@
     python benchmarks/validate_lab.py --alpha-lab benchmarks/results/scale/lab-alpha/alpha.json --out DIR
 
 For every algorithm of ours measured in the lab at 1, 4 and 16 MiB on 4x4, 3x4
-and 8x8 (by default benchmarks/results/scale/lab-cubic/*/results.csv, medians
-in us; --lab-set reads others), simulate the same call with the lab's
+and 8x8 (by default benchmarks/results/scale/lab-cubic/*/results.csv and
+lab-cubic-trivance/*/results.csv, medians in us; --lab-set reads others), simulate the same call with the lab's
 parameters: 40 Mbit/s per link direction, the lab's latency (veth + TCP
 between namespaces: a few tens of us, see --latency; at these sizes a step's
 bytes take 10-3000 ms, so it does not matter), no router delay, and the
@@ -46,9 +46,9 @@ RESULTS = ROOT / "benchmarks" / "results"
 MIB = 1 << 20
 SIZES = (1 * MIB, 4 * MIB, 16 * MIB)
 LAB_SETS = {  # shape -> stored lab sweeps (earlier listed first wins a duplicate point): the lab as it ships
-    "4x4": ("scale/lab-cubic/4x4", "scale/lab-cubic/4x4-large"),
-    "3x4": ("scale/lab-cubic/3x4",),
-    "8x8": ("scale/lab-cubic/8x8", "scale/lab-cubic/8x8-large"),
+    "4x4": ("scale/lab-cubic/4x4", "scale/lab-cubic/4x4-large", "scale/lab-cubic-trivance/4x4"),
+    "3x4": ("scale/lab-cubic/3x4", "scale/lab-cubic-trivance/3x4"),
+    "8x8": ("scale/lab-cubic/8x8", "scale/lab-cubic/8x8-large", "scale/lab-cubic-trivance/8x8"),
 }
 RING = ("16", "scale/lab-cubic/16", 4 * MIB)
 TOLERANCE = 0.15
