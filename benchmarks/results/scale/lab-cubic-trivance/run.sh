@@ -3,9 +3,8 @@
 # first validation sets did not measure: labs with the lab's defaults (TCP cubic, 256 KiB burst; folders
 # SHAPE), then 1 and 4 MiB again with a one-packet burst (--burst-kib 64; folders SHAPE-burst64), as
 # lab-cubic/ and lab-cubic-burst64/ measured the other algorithms. Then (see docs/scale.md):
-#   python benchmarks/validate_lab.py --shapes 4x4,3x4,8x8 --lab-set 4x4=scale/lab-cubic-trivance/4x4 \
-#       --lab-set 3x4=scale/lab-cubic-trivance/3x4 --lab-set 8x8=scale/lab-cubic-trivance/8x8 \
-#       --out benchmarks/results/scale/validate-lab-cubic-trivance
+#   python benchmarks/validate_lab.py --out benchmarks/results/scale/validate-lab-cubic    # reads SHAPE/ by default
+#   and the command in benchmarks/results/scale/validate-lab-wire/command.txt (SHAPE-burst64/ at 1 and 4 MiB)
 # Run on a quiet machine, one lab at a time, as root (about 25 minutes).
 set -euo pipefail
 cd "$(dirname "$0")/../../../.."
