@@ -32,7 +32,7 @@ from .buffers import numpy_dtype
 from .config import rc
 from .schedule.base import REDUCE, Schedule
 from .transfers import SourcePlan, Xfer, compile_lanes, free_types, plan_sources
-from .waiting import default_policy, rank_name, wait_all, wait_some
+from .waiting import END_THE_JOB, default_policy, rank_name, wait_all, wait_some
 
 __all__ = ["Plan", "Reducer", "TAG_BASE", "MAX_LANES", "TAG_SEQS"]
 
@@ -464,7 +464,7 @@ class Plan:
         operation = str(s.meta.get("collective", "allreduce"))
         message = (f"{operation} ({s.algorithm}, {s.count} elements) on {rank_name(self.comm, me)}: "
                    f"waiting for {who} in {where} (of {nsteps}) for more than {self.timeout:g} s "
-                   f"(SWING_MPI_TIMEOUT); the collective is broken, end the job (MPI.COMM_WORLD.Abort())")
+                   f"(SWING_MPI_TIMEOUT); the collective is broken, {END_THE_JOB}")
         self.broken = f"an earlier wait timed out: {message}"
         self.active = False
         self._result = self._work = self._src = None

@@ -28,9 +28,9 @@ from mpi4py import MPI
 
 from .config import WAITS, rc
 
-__all__ = ["WAITS", "BACKOFF_SPINS", "BACKOFF_FRACTION", "BACKOFF_MIN", "BACKOFF_MAX", "CENSUS_GRACE", "Idle",
-           "wait_some", "wait_all", "machine_policy", "node_policy", "census", "wait_collective", "bounded_bcast",
-           "bounded_allgather", "rank_name", "default_policy"]
+__all__ = ["WAITS", "END_THE_JOB", "BACKOFF_SPINS", "BACKOFF_FRACTION", "BACKOFF_MIN", "BACKOFF_MAX", "CENSUS_GRACE",
+           "Idle", "wait_some", "wait_all", "machine_policy", "node_policy", "census", "wait_collective",
+           "bounded_bcast", "bounded_allgather", "rank_name", "default_policy"]
 
 BACKOFF_SPINS = 4
 """``backoff``: idle polls with ``sched_yield`` before the first sleep."""
@@ -40,6 +40,9 @@ BACKOFF_MIN = 20e-6
 """... but at least this many seconds ..."""
 BACKOFF_MAX = 4e-3
 """... and at most this many: a completion is seen at most 4 ms (or a quarter of the wait) late."""
+END_THE_JOB = "end the job (MPI.COMM_WORLD.Abort())"
+"""What every timeout message advises. Not ``comm.Abort()``: MPICH aborts any other communicator by
+sending its ranks a message and waiting for the sends, which a rank stuck outside MPI may hold up."""
 CENSUS_GRACE = 0.5
 """Seconds a timed-out wait gives the ranks that did arrive to answer the :func:`census`."""
 
@@ -195,7 +198,7 @@ def wait_collective(req: MPI.Request, comm: MPI.Comm, what: str, timeout: float 
     assert timeout is not None
     raise TimeoutError(f"{what} on {rank_name(comm, me)}: waiting for {who} for more than {timeout:g} s "
                        f"(SWING_MPI_TIMEOUT; not heard from: the missing rank, or one behind it); "
-                       f"the communicator is broken, end the job (MPI.COMM_WORLD.Abort())")
+                       f"the communicator is broken, {END_THE_JOB}")
 
 
 def bounded_bcast(comm: MPI.Comm, obj: Any, what: str, timeout: float | None, root: int = 0) -> Any:
