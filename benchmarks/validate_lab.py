@@ -7,7 +7,8 @@
 For every algorithm of ours measured in the lab at 1, 4 and 16 MiB on 4x4, 3x4
 and 8x8 (by default benchmarks/results/scale/lab-cubic/*/results.csv and
 lab-cubic-trivance/*/results.csv, medians in us; --lab-set reads others), simulate the same call with the lab's
-parameters: 40 Mbit/s per link direction, the lab's latency (veth + TCP
+parameters: the link rate the sweeps ran at (40 Mbit/s per link direction
+by default; --link overrides it), the lab's latency (veth + TCP
 between namespaces: a few tens of us, see --latency; at these sizes a step's
 bytes take 10-3000 ms, so it does not matter), no router delay, and the
 ``engine`` preset (this library's measured costs). Prints shape,
@@ -74,6 +75,20 @@ def registered() -> list[str]:
     return [a for a, info in ALGORITHMS.items() if "allreduce" in info.collectives]
 
 
+def lab_rate_bps(dirs: tuple[str, ...]) -> float:
+    """Return the link rate (bits/s) the stored lab sweeps ran at (their results.json); ValueError if they differ."""
+    rates = {}
+    for d in dirs:
+        env = json.loads((RESULTS / d / "results.json").read_text())["env"]["sweep"]
+        if not env.get("lab"):
+            raise ValueError(f"{d} was not measured in a lab")
+        rates[d] = float(env["rate_mbit"]) * 1e6
+    if len(set(rates.values())) != 1:
+        raise ValueError("lab sweeps of one shape ran at different rates: "
+                         + ", ".join(f"{d} {r / 1e6:g} Mbit/s" for d, r in rates.items()))
+    return next(iter(rates.values()))
+
+
 def lab_medians(dirs: tuple[str, ...], sizes: tuple[int, ...]) -> dict[tuple[str, int], tuple[float, str]]:
     """(algorithm, bytes) -> (median seconds, source file) for our algorithms in the stored lab sweeps."""
     ours = set(registered())
@@ -89,7 +104,8 @@ def lab_medians(dirs: tuple[str, ...], sizes: tuple[int, ...]) -> dict[tuple[str
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--link", type=float, default=40e6, help="bits/s per link direction (the lab: 40e6)")
+    ap.add_argument("--link", type=float, default=None,
+                    help="bits/s per link direction (default: the rate each shape's lab sweeps ran at)")
     ap.add_argument("--latency", type=float, default=50e-6, help="seconds per link (default 50e-6)")
     ap.add_argument("--hop", type=float, default=0.0, help="seconds per router hop (default 0)")
     ap.add_argument("--alpha", default="engine", help="c, engine or seconds per step (default engine)")
@@ -104,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=600)
     ap.add_argument("--out", default=None, help="folder for table.txt, results.csv/json, command.txt")
     args = ap.parse_args(argv)
-    params = {"link_bps": args.link, "latency_s": args.latency, "hop_s": args.hop, "network": "torus",
+    params = {"latency_s": args.latency, "hop_s": args.hop, "network": "torus",
               "itemsize": 8, **preset_params(args.alpha)}  # the lab's vectors: float64
     shapes = args.shapes.split(",")
     lab_sets = dict(LAB_SETS)
@@ -116,13 +132,18 @@ def main(argv: list[str] | None = None) -> int:
     sizes = tuple(parse_sizes(args.sizes)) if args.sizes else SIZES
     per_shape = json.loads(Path(args.alpha_lab).read_text()) if args.alpha_lab else {}
 
+    link = {shape: args.link or lab_rate_bps(lab_sets[shape]) for shape in shapes if shape in lab_sets}
+
     def params_of(shape: str) -> dict:
         got = per_shape.get(shape)
-        return {**params, "alpha_s": got["alpha_s"], "cpu": got["cpu"]} if got else params
+        base = {**params, "link_bps": link[shape]}
+        return {**base, "alpha_s": got["alpha_s"], "cpu": got["cpu"]} if got else base
 
     rows: list[dict] = []
     lines = [f"# {' '.join(shlex.quote(a) for a in [sys.executable, *sys.argv])}",
              f"# params: {json.dumps(params)} (alpha preset {args.alpha})",
+             "# link rate: " + ", ".join(f"{shape} {r / 1e6:g} Mbit/s" for shape, r in link.items())
+             + ("" if args.link else " (the lab sweeps' own)"),
              *(f"# {shape}: alpha {v['alpha_s'] * 1e3:.3f} ms per step, cpu={v['cpu']} (the lab's, {args.alpha_lab})"
                for shape, v in per_shape.items()),
              f"{'shape':>6} {'algorithm':<17} {'size':>7} {'lab (s)':>9} {'sim (s)':>9} {'sim/lab':>8}  within 15% "
@@ -140,9 +161,10 @@ def main(argv: list[str] | None = None) -> int:
         ok = ratio is not None and abs(ratio - 1) <= TOLERANCE
         steps = build_schedule(alg, dims, 0, nbytes // 8, exact=False).nsteps
         excess = (lab - sim) / steps if sim else None
-        row = {"shape": shape, "algorithm": alg, "bytes": nbytes, "lab_s": lab, "sim_s": sim, "ratio": ratio,
+        row = {"shape": shape, "algorithm": alg, "bytes": nbytes, "link_bps": link[shape], "lab_s": lab,
+               "sim_s": sim, "ratio": ratio,
                "within": ok, "float_schedule": float_form, "steps": steps, "lab_minus_sim_per_step_s": excess,
-               "lab_source": src,               "error": r.get("error"), "wall_s": r.get("wall_s")}
+               "lab_source": src, "error": r.get("error"), "wall_s": r.get("wall_s")}
         text = (f"{shape:>6} {alg:<17} {nbytes // MIB:>4}MiB {lab:9.3f} "
                 + (f"{sim:9.3f} {ratio:8.3f}  {'yes' if ok else 'NO ':<10} {steps:5d} {excess * 1e3:10.2f}"
                    if sim else f"{'-':>9} {'-':>8}  {r['error']}"))
@@ -188,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
         out.mkdir(parents=True, exist_ok=True)
         (out / "table.txt").write_text("\n".join(lines) + "\n")
         (out / "command.txt").write_text(" ".join(shlex.quote(a) for a in ["python", *sys.argv]) + "\n")
-        (out / "results.json").write_text(json.dumps({"params": params, "alpha_preset": args.alpha,
+        (out / "results.json").write_text(json.dumps({"params": params, "link_bps": link, "alpha_preset": args.alpha,
                                                       "alpha_lab": per_shape, "rows": rows,
                                                       "missing": missing, "ring": ring_text}, indent=1) + "\n")
         with (out / "results.csv").open("w", newline="") as f:
