@@ -109,6 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--latency", type=float, default=50e-6, help="seconds per link (default 50e-6)")
     ap.add_argument("--hop", type=float, default=0.0, help="seconds per router hop (default 0)")
     ap.add_argument("--alpha", default="engine", help="c, engine or seconds per step (default engine)")
+    ap.add_argument("--cpu", choices=("lane", "rank", "lockstep"), default=None,
+                    help="the simulator's CPU model instead of the preset's (engine: rank)")
     ap.add_argument("--alpha-lab", metavar="FILE", default=None,
                     help="per shape, the lab's own cost per step measured at 2 KiB (alpha.json of "
                          "benchmarks/results/scale/lab-alpha/fit.py): its alpha and CPU model replace --alpha's")
@@ -122,6 +124,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     params = {"latency_s": args.latency, "hop_s": args.hop, "network": "torus",
               "itemsize": 8, **preset_params(args.alpha)}  # the lab's vectors: float64
+    if args.cpu:
+        params["cpu"] = args.cpu
     shapes = args.shapes.split(",")
     lab_sets = dict(LAB_SETS)
     for spec in args.lab_set:

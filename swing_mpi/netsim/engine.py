@@ -16,7 +16,10 @@ Algorithm:
        ``REDUCE`` receives) and pays ``α`` to post its next step that moves
        anything (steps with no message for it are skipped, no ``α``). The
        first step is posted at ``α``. With ``cpu="rank"`` the lanes of one rank
-       share one CPU: their ``α`` and ``γ`` run one after the other.
+       share one CPU: their ``α`` and ``γ`` run one after the other. With
+       ``cpu="lockstep"`` they also advance together, as this library's executor
+       runs them: a rank posts step ``k+1`` of its lanes only when every lane of
+       it has finished (and reduced) step ``k``.
 
     Latency: with CM02, SimGrid shares a link between flows in inverse
     proportion to their route latency (TCP's RTT unfairness), so a 3-hop flow
@@ -185,7 +188,9 @@ def run_engine(inp: EngineInput) -> dict[str, object]:
     hosts = _platform(sg, inp)
     p = len(hosts)
     L, S = inp.nlanes, inp.nsteps
-    alpha, gamma, shared = inp.alpha_s, inp.gamma_s_per_byte, inp.cpu == "rank"
+    alpha, gamma = inp.alpha_s, inp.gamma_s_per_byte
+    lockstep = inp.cpu == "lockstep"
+    shared = inp.cpu in ("rank", "lockstep")
     wait_sends = inp.wait_sends
 
     # per (lane, step): messages grouped by sender, receive counts per receiver
@@ -210,6 +215,12 @@ def run_engine(inp: EngineInput) -> dict[str, object]:
     for k in range(S - 1, -1, -1):
         nxt[:, k] = np.where(active[:, k], k, nxt[:, k + 1])
     nxt_l = nxt.tolist()
+    # lockstep: the rank's next round at or after k (a step where any of its lanes moves anything)
+    first_any = np.where(nxt >= 0, nxt, S).min(axis=0)
+    nxt_any = np.where(first_any < S, first_any, -1).tolist()
+    active_l = active.tolist()
+    pending = [0] * p  # lockstep: lanes of the rank's current round not yet finished
+    round_end = [0.0] * p  # lockstep: when the last of them finished (and reduced)
 
     step_end = [[0.0] * S for _ in range(L)]
     finish = [0.0] * (p * L)
@@ -248,11 +259,39 @@ def run_engine(inp: EngineInput) -> dict[str, object]:
                 return
         complete(r, ln, k, now)
 
+    def start_round(r: int, k: int, t: float) -> None:
+        """Lockstep: post round ``k`` of rank ``r`` from ``t``: each lane that moves in it, after its α."""
+        nonlocal seq
+        n = 0
+        for ln in range(L):
+            if active_l[ln][k][r]:
+                a = r * L + ln
+                cur[a] = k
+                t = max(t, cpu_free[r]) + alpha
+                cpu_free[r] = t
+                seq += 1
+                heapq.heappush(heap, (t, seq, 0, a, k))
+                n += 1
+        pending[r], round_end[r] = n, 0.0
+
     def complete(r: int, ln: int, k: int, now: float) -> None:
         nonlocal seq
         a = r * L + ln
         posted[a] = False
         g = red[ln][k][r] if red is not None else 0.0
+        if lockstep:
+            done = max(now, cpu_free[r]) + g
+            cpu_free[r] = done
+            if done > step_end[ln][k]:
+                step_end[ln][k] = done
+            finish[a] = done
+            round_end[r] = max(round_end[r], done)
+            pending[r] -= 1
+            if pending[r] == 0:
+                k2 = nxt_any[k + 1][r] if k + 1 <= S else -1
+                if k2 >= 0:
+                    start_round(r, k2, round_end[r])
+            return
         k2 = nxt_l[ln][k + 1][r]
         s0 = max(now, cpu_free[r]) if shared else now
         done = s0 + g
@@ -295,6 +334,10 @@ def run_engine(inp: EngineInput) -> dict[str, object]:
     def driver() -> None:
         nonlocal comms, tags
         for r in range(p):  # first steps, after α (one lane after the other with a shared CPU)
+            if lockstep:
+                if nxt_any[0][r] >= 0:
+                    start_round(r, nxt_any[0][r], 0.0)
+                continue
             for ln in range(L):
                 k = nxt_l[ln][0][r]
                 if k < 0:

@@ -19,10 +19,12 @@ __all__ = ["SimParams", "PRESETS", "NETWORKS", "CPU_MODELS", "MESSAGE_SIZES", "e
            "engine_costs", "PresetError"]
 
 NETWORKS = ("torus", "hyperx", "fattree")
-CPU_MODELS = ("lane", "rank")
+CPU_MODELS = ("lane", "rank", "lockstep")
 """``lane``: each lane of a rank pays its own α and γ, in parallel with the others (a C library
 posting each port's step as it is ready). ``rank``: the lanes of one rank share one CPU, so their
-α and γ serialize (this library's single-threaded engine)."""
+α and γ serialize. ``lockstep``: as ``rank``, and the lanes of a rank also advance together: step
+``k+1`` of any lane is posted only when every lane has finished step ``k`` (this library's
+executor)."""
 MESSAGE_SIZES = ("auto", "exact", "scaled")
 """How :func:`~swing_mpi.netsim.simulate` reads message sizes: ``auto`` (see :mod:`.run`), ``exact`` (the
 count's own schedules; ``ValueError`` where they admit no symmetry and are too large to read),

@@ -68,6 +68,20 @@ def test_lanes_of_a_rank_share_its_cpu_or_not():
     assert run((8,), steps, rank) == pytest.approx(2e-5 + 1e-6, rel=1e-9)
 
 
+def test_lockstep_lanes_wait_for_each_other():
+    # lane 0 sends 1 MB at step 0; lane 1 sends 0.1 MB at steps 0 and 1. Free lanes: lane 1 is done
+    # long before lane 0 (1 ms). In lockstep (the executor's rounds) lane 1's step 1 waits for lane 0's
+    # step 0 to finish, then takes its 0.1 ms.
+    steps = {(0, 0): [(0, 1, MB)], (1, 0): [(0, 7, MB // 10)], (1, 1): [(0, 7, MB // 10)]}
+    free = SimParams(link_bps=8 * BW, latency_s=0.0, hop_s=0.0, alpha_s=0.0, cpu="rank")
+    lock = SimParams(link_bps=8 * BW, latency_s=0.0, hop_s=0.0, alpha_s=0.0, cpu="lockstep")
+    assert run((8,), steps, free) == pytest.approx(MB / BW, rel=1e-9)
+    assert run((8,), steps, lock) == pytest.approx(1.1 * MB / BW, rel=1e-9)
+    # α: one per lane that moves in a round, one after the other on the rank's CPU
+    lock_a = SimParams(link_bps=8 * BW, latency_s=0.0, hop_s=0.0, alpha_s=1e-5, cpu="lockstep")
+    assert run((8,), steps, lock_a) == pytest.approx(1e-5 + MB / BW + 1e-5 + 0.1 * MB / BW, rel=1e-9)
+
+
 @pytest.mark.parametrize("dims", [(4, 4), (3, 5), (2, 3, 4), (6,)])
 def test_simgrid_routes_as_the_model(dims):
     import numpy as np
