@@ -288,7 +288,7 @@ def run_engine(inp: EngineInput) -> dict[str, object]:
             round_end[r] = max(round_end[r], done)
             pending[r] -= 1
             if pending[r] == 0:
-                k2 = nxt_any[k + 1][r] if k + 1 <= S else -1
+                k2 = nxt_any[k + 1][r]
                 if k2 >= 0:
                     start_round(r, k2, round_end[r])
             return

@@ -110,7 +110,8 @@ class SimParams:
     network: str = "torus"
     """``torus``, ``hyperx`` or ``fattree`` (see :mod:`.network`)."""
     cpu: str = "lane"
-    """Whether the α and γ of one rank's lanes overlap (``lane``) or serialize (``rank``): :data:`CPU_MODELS`."""
+    """Whether the α and γ of one rank's lanes overlap (``lane``) or serialize (``rank``), and whether its lanes
+    also advance together (``lockstep``): :data:`CPU_MODELS`."""
     itemsize: int = 4
     """Bytes per element (the vector's datatype); sizes must be a whole number of elements."""
     wait_sends: bool = True
