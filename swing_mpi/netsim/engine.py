@@ -220,7 +220,6 @@ def run_engine(inp: EngineInput) -> dict[str, object]:
     nxt_any = np.where(first_any < S, first_any, -1).tolist()
     active_l = active.tolist()
     pending = [0] * p  # lockstep: lanes of the rank's current round not yet finished
-    round_end = [0.0] * p  # lockstep: when the last of them finished (and reduced)
 
     step_end = [[0.0] * S for _ in range(L)]
     finish = [0.0] * (p * L)
@@ -272,34 +271,26 @@ def run_engine(inp: EngineInput) -> dict[str, object]:
                 seq += 1
                 heapq.heappush(heap, (t, seq, 0, a, k))
                 n += 1
-        pending[r], round_end[r] = n, 0.0
+        pending[r] = n
 
     def complete(r: int, ln: int, k: int, now: float) -> None:
         nonlocal seq
         a = r * L + ln
         posted[a] = False
         g = red[ln][k][r] if red is not None else 0.0
-        if lockstep:
-            done = max(now, cpu_free[r]) + g
-            cpu_free[r] = done
-            if done > step_end[ln][k]:
-                step_end[ln][k] = done
-            finish[a] = done
-            round_end[r] = max(round_end[r], done)
+        done = (max(now, cpu_free[r]) if shared else now) + g
+        if done > step_end[ln][k]:
+            step_end[ln][k] = done
+        if lockstep:  # the CPU only moves forward, so the round's last reduction ends at the latest done
+            cpu_free[r] = finish[a] = done
             pending[r] -= 1
-            if pending[r] == 0:
-                k2 = nxt_any[k + 1][r]
-                if k2 >= 0:
-                    start_round(r, k2, round_end[r])
+            if pending[r] == 0 and nxt_any[k + 1][r] >= 0:
+                start_round(r, nxt_any[k + 1][r], done)
             return
         k2 = nxt_l[ln][k + 1][r]
-        s0 = max(now, cpu_free[r]) if shared else now
-        done = s0 + g
         end = done + (alpha if k2 >= 0 else 0.0)
         if shared:
             cpu_free[r] = end
-        if done > step_end[ln][k]:
-            step_end[ln][k] = done
         if k2 < 0:
             finish[a] = done
             return

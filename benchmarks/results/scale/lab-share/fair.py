@@ -14,9 +14,11 @@ import os
 import re
 import subprocess
 
+from swing_mpi.lab.plan import node_address
+
 p = int(os.environ.get("PMI_SIZE") or os.environ["OMPI_COMM_WORLD_SIZE"])
 me = subprocess.run(["ip", "-4", "-o", "addr", "show"], capture_output=True, text=True, check=True).stdout
-net = re.search(r"inet 10\.(\d+)\.", me).group(1)
+net = int(re.search(r"inet 10\.(\d+)\.", me).group(1))
 lines = []
 for dev in sorted(set(re.findall(r"^\d+: (\S+)\s+inet 10\.", me, re.M))):
     tbf = subprocess.run(["tc", "qdisc", "show", "dev", dev], capture_output=True, text=True, check=True).stdout
@@ -33,5 +35,5 @@ for dev in sorted(set(re.findall(r"^\d+: (\S+)\s+inet 10\.", me, re.M))):
                   f"quantum 65536 burst 70k cburst 70k",
                   f"qdisc add dev {dev} parent 1:{cid} handle {s + 256:x}: bfifo limit 2000000",
                   f"filter add dev {dev} parent 1: protocol ip prio 1 u32 match ip src "
-                  f"10.{net}.{s // 250}.{s % 250 + 1}/32 flowid 1:{cid}"]
+                  f"{node_address(s, net=net)}/32 flowid 1:{cid}"]
 subprocess.run(["tc", "-batch", "-"], input="\n".join(lines) + "\n", text=True, check=True)
