@@ -100,6 +100,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help="lab token-bucket burst per port, KiB (default: the lab's, 256)")
     ap.add_argument("--tcp-cc", default=None, metavar="NAME",
                     help="lab TCP congestion control in every namespace (default: the lab's, cubic; host: the host's)")
+    ap.add_argument("--queue-ms", type=int, default=None,
+                    help="lab queue depth per port, ms at the rate (default: the lab's, 400)")
+    ap.add_argument("--routers", action="store_true",
+                    help="lab nodes with a router namespace apart from the rank's (swing-mpi lab --routers)")
     ap.add_argument("--lab-check", nargs="?", const="fail", choices=("fail", "warn"), default=None,
                     help="check the lab's routes and rates before the runs (lab-check.json); a failed check "
                     "stops the sweep, or with --lab-check=warn is only reported")
@@ -291,6 +295,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from swing_mpi.lab.plan import (
             DEFAULT_BURST_KIB,
             DEFAULT_MTU,
+            DEFAULT_QUEUE_MS,
             DEFAULT_RATE_MBIT,
             DEFAULT_TCP_CC,
             make_plan,
@@ -301,9 +306,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         mtu = args.mtu if args.mtu is not None else DEFAULT_MTU
         burst = args.burst_kib if args.burst_kib is not None else DEFAULT_BURST_KIB
         tcp_cc = args.tcp_cc if args.tcp_cc is not None else DEFAULT_TCP_CC
+        queue = args.queue_ms if args.queue_ms is not None else DEFAULT_QUEUE_MS
         lab_dims = args.dims or str(np_)
         try:  # the lab's settings, checked before anything is written or built
-            plan = make_plan(lab_dims, rate_mbit=rate, mtu=mtu, burst_kib=burst, tcp_cc=tcp_cc)
+            plan = make_plan(lab_dims, rate_mbit=rate, mtu=mtu, burst_kib=burst, tcp_cc=tcp_cc, routers=args.routers,
+                             queue_ms=queue)
         except ValueError as e:
             _say(f"sweep: lab: {e}")
             return 2
@@ -312,16 +319,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             _say(f"sweep: lab: note: {note}")
             lines.append(f"# note: {note}")
         lines.append(f"# each launch ran inside one emulated {lab_dims} torus lab ({rate:g} Mbit/s per link "
-                     f"direction, MTU {mtu}, burst {burst} KiB, TCP {tcp_cc}) built once for the sweep; "
+                     f"direction, MTU {mtu}, burst {burst} KiB, TCP {tcp_cc}"
+                     f"{f', queues {queue} ms' if queue != DEFAULT_QUEUE_MS else ''}"
+                     f"{', routers apart from hosts' if args.routers else ''}) built once for the sweep; "
                      "equivalent stand-alone commands:")
         for L in launches:
             envs = " ".join(f"-e {k}={shlex.quote(v)}" for k, v in L.env.items())
             lines.append(f"{shlex.quote(sys.executable)} -m swing_mpi lab --dims {lab_dims} --rate-mbit {rate:g} "
-                         f"--mtu {mtu} --burst-kib {burst} --tcp-cc {tcp_cc} --timeout {args.timeout:g} -n {np_} "
+                         f"--mtu {mtu} --burst-kib {burst} --tcp-cc {tcp_cc}{' --routers' if args.routers else ''} "
+                         f"{f'--queue-ms {queue} ' if queue != DEFAULT_QUEUE_MS else ''}"
+                         f"--timeout {args.timeout:g} -n {np_} "
                          f"{envs + ' ' if envs else ''}-- "
                          + shlex.join(bench_command("python", L.bench_argv)))
     else:
-        rate, mtu, burst, tcp_cc, lab_dims = None, None, None, None, None
+        rate, mtu, burst, tcp_cc, lab_dims, queue = None, None, None, None, None, None
         lines.append("# shared memory, plain mpiexec:")
         for L in launches:
             env = {"MPIEXEC_TIMEOUT": str(int(args.timeout)), **L.env}
@@ -340,7 +351,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from swing_mpi.lab import Lab, LabError, LabUnavailableError
 
         try:
-            with Lab(lab_dims, rate_mbit=rate, mtu=mtu, burst_kib=burst, tcp_cc=tcp_cc, log=_say) as lab:
+            with Lab(lab_dims, rate_mbit=rate, mtu=mtu, burst_kib=burst, tcp_cc=tcp_cc, routers=args.routers,
+                     queue_ms=queue or DEFAULT_QUEUE_MS, log=_say) as lab:
                 if args.lab_check:
                     res = lab.check(print_table=False)
                     check_ok = res.ok
@@ -385,6 +397,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         add_model_times(rows, warn=_say, **model)
     sweep = {"command": sweep_cmd, "np": np_, "dims": args.dims, "lab": bool(args.lab), "lab_check_ok": check_ok,
              "rate_mbit": rate, "mtu": mtu, "burst_kib": burst, "tcp_cc": tcp_cc,
+             "routers": bool(args.lab and args.routers), "queue_ms": queue,
              "mpich_algorithms": args.mpich_algorithms, "model": model, "exit_codes": codes,
              "seconds": round(time.perf_counter() - t0, 1)}
     write_csv(rows, os.path.join(out, "results.csv"), FIELDS)

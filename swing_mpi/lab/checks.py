@@ -142,9 +142,10 @@ def check_routes(plan: LabPlan) -> CheckResult:
     torus = plan.torus
     n = plan.size
     addr_to_rank = {a: r for r, a in enumerate(plan.addresses)}
+    addr_to_rank.update((plan.router_address(r), r) for r in range(n))
     cmds = [
         Command(
-            ("ip", "-n", plan.namespace(r), "-batch", "-"),
+            ("ip", "-n", plan.router_namespace(r), "-batch", "-"),
             "".join(f"route get {plan.address(d)}\n" for d in range(n) if d != r),
         )
         for r in range(n)

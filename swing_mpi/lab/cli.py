@@ -24,6 +24,7 @@ from .plan import (
     DEFAULT_BURST_KIB,
     DEFAULT_MTU,
     DEFAULT_PREFIX,
+    DEFAULT_QUEUE_MS,
     DEFAULT_RATE_MBIT,
     DEFAULT_TCP_CC,
     HOST_TCP_CC,
@@ -56,6 +57,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--tcp-cc", default=DEFAULT_TCP_CC, metavar="NAME",
         help=f"TCP congestion control in every namespace (default {DEFAULT_TCP_CC}; {HOST_TCP_CC!r}: the host's "
              f"default, which may pace flows below the links' rate, as bbr does)",
+    )
+    parser.add_argument(
+        "--queue-ms", type=int, default=DEFAULT_QUEUE_MS, metavar="MS",
+        help=f"depth of every port's queue as the time its bytes take at the rate (default {DEFAULT_QUEUE_MS})",
+    )
+    parser.add_argument(
+        "--routers", action="store_true",
+        help="give every node a router namespace apart from its rank's, so a port treats the node's own traffic "
+             "like what it forwards (docs/lab.md)",
     )
     parser.add_argument(
         "--check", action="store_true",
@@ -117,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         torus = Torus.from_spec(args.dims)
         plan = make_plan(torus, prefix=args.prefix, rate_mbit=args.rate_mbit, mtu=args.mtu, burst_kib=args.burst_kib,
-                         tcp_cc=args.tcp_cc)
+                         tcp_cc=args.tcp_cc, routers=args.routers, queue_ms=args.queue_ms)
         placement = parse_placement(getattr(args, "placement", None), torus.size)
     except ValueError as e:
         _say(f"lab: {e}")
@@ -153,7 +163,8 @@ def run(args: argparse.Namespace) -> int:
         _say(f"lab: note: {note}")
     try:
         with Lab(torus, rate_mbit=args.rate_mbit, mtu=args.mtu, prefix=args.prefix, log=_say,
-                 placement=placement, burst_kib=args.burst_kib, tcp_cc=args.tcp_cc) as lab:
+                 placement=placement, burst_kib=args.burst_kib, tcp_cc=args.tcp_cc, routers=args.routers,
+                 queue_ms=args.queue_ms) as lab:
             if placement is not None:
                 _say(f"lab: placement, node of each rank: {','.join(map(str, placement))}")
             rc = 0
@@ -165,6 +176,7 @@ def run(args: argparse.Namespace) -> int:
                     with open(args.check_json, "w") as f:
                         json.dump({"dims": str(torus), "rate_mbit": args.rate_mbit, "mtu": args.mtu,
                                    "burst_kib": args.burst_kib, "tcp_cc": args.tcp_cc,
+                                   "routers": args.routers, "queue_ms": args.queue_ms,
                                    "build_seconds": lab.build_seconds, **res.as_dict()}, f, indent=2)
                 if not res.ok:
                     _say("lab: check FAILED")

@@ -41,6 +41,7 @@ from .plan import (
     DEFAULT_BURST_KIB,
     DEFAULT_MTU,
     DEFAULT_PREFIX,
+    DEFAULT_QUEUE_MS,
     DEFAULT_RATE_MBIT,
     DEFAULT_TCP_CC,
     Command,
@@ -155,6 +156,8 @@ class Lab:
         placement: Sequence[int] | None = None,
         burst_kib: int = DEFAULT_BURST_KIB,
         tcp_cc: str = DEFAULT_TCP_CC,
+        routers: bool = False,
+        queue_ms: int = DEFAULT_QUEUE_MS,
     ) -> None:
         """Plan a lab of ``torus`` (a :class:`Torus`, ``"4x4"`` or a dims tuple); nothing is built yet.
 
@@ -168,7 +171,7 @@ class Lab:
         self._run_id = run_id
         self._user_log: Log = log or quiet
         self.plan: LabPlan = make_plan(self.torus, run_id=run_id or "0", prefix=prefix, rate_mbit=rate_mbit, mtu=mtu,
-                                       burst_kib=burst_kib, tcp_cc=tcp_cc)
+                                       burst_kib=burst_kib, tcp_cc=tcp_cc, routers=routers, queue_ms=queue_ms)
         self.built = False
         self.build_seconds: float | None = None
         self.teardown_seconds: float | None = None
@@ -238,7 +241,8 @@ class Lab:
         rid = self._pick_run_id()
         p = self.plan  # the same settings under the run id just picked
         self.plan = make_plan(self.torus, run_id=rid, prefix=p.prefix, rate_mbit=p.rate_mbit, mtu=p.mtu, net=p.net,
-                              burst_kib=p.burst_kib, tcp_cc=p.tcp_cc)
+                              burst_kib=p.burst_kib, tcp_cc=p.tcp_cc, routers=p.routers,
+                              queue_ms=p.queue_ms)
         self.built = True  # from here on, teardown has something to do
         try:
             marker_path(self._prefix, rid).write_text(f"{os.getpid()}\n")
@@ -260,10 +264,11 @@ class Lab:
         blocked = self._block_signals()
         try:
             t0 = time.perf_counter()
-            self.log(f"lab: tearing down {len(self.namespaces)} namespaces")
+            every = set(self.plan.all_namespaces)
+            self.log(f"lab: tearing down {len(every)} namespaces")
             for c in self.plan.teardown_commands():
                 run_command(c, check=False)
-            left = [n for n in list_namespaces() if n in set(self.namespaces)]
+            left = [n for n in list_namespaces() if n in every]
             if left:  # one more try, one by one
                 for n in left:
                     run_command(Command(("ip", "netns", "del", n)), check=False)
@@ -276,7 +281,7 @@ class Lab:
                 pass
             self.built = False
             self.teardown_seconds = time.perf_counter() - t0
-            left = [n for n in list_namespaces() if n in set(self.namespaces)]
+            left = [n for n in list_namespaces() if n in every]
             if left:
                 raise LabError(f"could not delete namespaces {left}")
         finally:

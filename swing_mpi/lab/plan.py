@@ -21,10 +21,19 @@ Layout (docs/lab.md says why):
   (distance exactly ``d/2``) goes the ``+`` way. Every destination gets
   ``ip -n NS route add DEST/32 via NEXTHOP dev PORT onlink``;
 * every port gets ``tc qdisc add dev PORT root tbf rate R burst 256kb latency 400ms``
-  (each direction of a link is then its own ``R``; the burst, in KiB, is ``burst_kib``) and
+  (each direction of a link is then its own ``R``; the burst, in KiB, is ``burst_kib``; the
+  queue, as the time its bytes take at ``R``, is ``queue_ms``) and
   the MTU (default 65000);
 * every namespace runs TCP with the congestion control ``tcp_cc`` (default ``cubic``), not
   whatever the host's default is (``host`` keeps that).
+
+With ``routers=True`` each node is two namespaces, as a machine whose network card routes: the rank
+runs in the host namespace ``<prefix><run_id>n<rank>`` (address ``10.<net>...``, one port ``host``, a
+default route to its router), and the torus links, token buckets and routes live in the router
+namespace ``<prefix><run_id>r<rank>`` (address ``10.<net + 1>...``), joined to its host by an
+unshaped veth pair. Every packet then reaches a token bucket as forwarded traffic, so a port
+treats the node's own messages like those it passes on (without routers, the node's own TCP
+flows see the bucket's queue as local congestion and back off first; docs/lab.md).
 """
 
 from __future__ import annotations
@@ -55,7 +64,7 @@ __all__ = [
     "DEFAULT_BURST_KIB",
     "DEFAULT_TCP_CC",
     "HOST_TCP_CC",
-    "TBF_LATENCY",
+    "DEFAULT_QUEUE_MS",
     "CARRIED_BYTES_PER_S_PER_CPU",
     "usable_cpus",
 ]
@@ -70,13 +79,16 @@ flow at its own estimate of the rate, which left links short where every port wa
 HOST_TCP_CC = "host"
 """``tcp_cc`` value that leaves the host's default congestion control in every namespace."""
 _TCP_CC_RE = re.compile(r"[a-z][a-z0-9_]{0,15}")
-TBF_LATENCY = "400ms"
+DEFAULT_QUEUE_MS = 400
+"""Depth of every port's queue, as the milliseconds its bytes take at the link rate (tbf's ``latency``)."""
 MAX_NODES = 250 * 256
 CARRIED_BYTES_PER_S_PER_CPU = 0.65e9
 """About what one core moved, all links of a lab busy at once (TCP through veth pairs and token buckets,
 the ranks beside it), on the 2-core development machine: 8x8 at 40 Mbit/s carried 95 % of its 1.28 GB/s,
 4x4x4 56 % of 1.92 GB/s. A rough guide for :meth:`LabPlan.cpu_note`, not a limit."""
 _IFNAMSIZ = 15  # longest Linux interface name
+HOST_PORT = "host"
+"""With routers: the interface joining a node's host namespace and its router (same name at both ends)."""
 
 
 def usable_cpus() -> int:
@@ -95,12 +107,12 @@ def namespace_pattern(prefix: str = DEFAULT_PREFIX) -> re.Pattern[str]:
 
     Group ``run`` is the run id, group ``rank`` the node.
     """
-    return re.compile(rf"{re.escape(prefix)}(?P<run>[0-9a-f]{{1,8}})n(?P<rank>\d+)")
+    return re.compile(rf"{re.escape(prefix)}(?P<run>[0-9a-f]{{1,8}})(?P<kind>[nr])(?P<rank>\d+)")
 
 
-def namespace_name(prefix: str, run_id: str, rank: int) -> str:
-    """``<prefix><run_id>n<rank>``, e.g. ``swl3fa2n5``."""
-    return f"{prefix}{run_id}n{rank}"
+def namespace_name(prefix: str, run_id: str, rank: int, *, router: bool = False) -> str:
+    """``<prefix><run_id>n<rank>``, e.g. ``swl3fa2n5`` (``r`` in place of ``n`` for a router)."""
+    return f"{prefix}{run_id}{'r' if router else 'n'}{rank}"
 
 
 def node_address(rank: int, *, net: int = 100) -> str:
@@ -165,8 +177,8 @@ class Link:
     def add_line(self, plan: LabPlan) -> str:
         """Return the ``ip -batch`` line creating this pair with each end in its namespace."""
         return (
-            f"link add {self.a.name} netns {plan.namespace(self.a.node)} type veth "
-            f"peer name {self.b.name} netns {plan.namespace(self.b.node)}"
+            f"link add {self.a.name} netns {plan.router_namespace(self.a.node)} type veth "
+            f"peer name {self.b.name} netns {plan.router_namespace(self.b.node)}"
         )
 
 
@@ -206,6 +218,8 @@ class LabPlan:
     links: tuple[Link, ...] = field(default=(), repr=False)
     burst_kib: int = DEFAULT_BURST_KIB
     tcp_cc: str = DEFAULT_TCP_CC
+    routers: bool = False
+    queue_ms: int = DEFAULT_QUEUE_MS
 
     # -- names and addresses ---------------------------------------------
     @property
@@ -220,8 +234,25 @@ class LabPlan:
 
     @cached_property
     def namespaces(self) -> tuple[str, ...]:
-        """The namespaces of all nodes, in rank order."""
+        """The namespaces of all nodes, in rank order (where the ranks run)."""
         return tuple(self.namespace(r) for r in range(self.size))
+
+    def router_namespace(self, rank: int) -> str:
+        """Return the namespace holding node ``rank``'s links and routes (its own namespace without routers)."""
+        self._check_rank(rank)
+        return namespace_name(self.prefix, self.run_id, rank, router=self.routers)
+
+    @cached_property
+    def all_namespaces(self) -> tuple[str, ...]:
+        """Every namespace of the lab: the nodes', then the routers' (if any)."""
+        if not self.routers:
+            return self.namespaces
+        return self.namespaces + tuple(self.router_namespace(r) for r in range(self.size))
+
+    def router_address(self, rank: int) -> str:
+        """Return the address of node ``rank``'s router (its own address without routers)."""
+        self._check_rank(rank)
+        return node_address(rank, net=self.net + 1 if self.routers else self.net)
 
     def address(self, rank: int) -> str:
         """Return the /32 address of node ``rank`` (on every one of its ports)."""
@@ -318,8 +349,8 @@ class LabPlan:
                     port=port,
                     via=via,
                     dest_addr=self.address(b),
-                    via_addr=self.address(via),
-                    namespace=self.namespace(a),
+                    via_addr=self.router_address(via),
+                    namespace=self.router_namespace(a),
                 )
         return out
 
@@ -354,18 +385,39 @@ class LabPlan:
 
     # -- commands ---------------------------------------------------------
     def sysctl_settings(self, rank: int) -> list[str]:
-        """``key=value`` settings for node ``rank``: forwarding on, rp_filter off, the TCP congestion control."""
-        keys = ["net.ipv4.ip_forward=1"]
+        """``key=value`` settings for node ``rank``'s namespace: forwarding on, rp_filter off, the TCP cc.
+
+        With routers, forwarding is the router's (:meth:`router_sysctl_settings`).
+        """
+        keys = [] if self.routers else ["net.ipv4.ip_forward=1"]
         if self.tcp_cc != HOST_TCP_CC:
             keys.append(f"net.ipv4.tcp_congestion_control={self.tcp_cc}")
-        for dev in ("all", "default", "lo", *(p.name for p in self.ports(rank))):
+        devs = (HOST_PORT,) if self.routers else tuple(p.name for p in self.ports(rank))
+        for dev in ("all", "default", "lo", *devs):
             keys.append(f"net.ipv4.conf.{dev}.rp_filter=0")
         return keys
 
+    def router_sysctl_settings(self, rank: int) -> list[str]:
+        """``key=value`` settings for node ``rank``'s router namespace (routers only): forwarding on, rp_filter off."""
+        return ["net.ipv4.ip_forward=1"] + [
+            f"net.ipv4.conf.{dev}.rp_filter=0"
+            for dev in ("all", "default", "lo", HOST_PORT, *(p.name for p in self.ports(rank)))
+        ]
+
     def node_ip_lines(self, rank: int) -> list[str]:
-        """``ip -batch`` lines run in node ``rank``'s namespace: interfaces, then routes."""
+        """``ip -batch`` lines run in node ``rank``'s namespace: interfaces, then routes.
+
+        With routers: its port to the router and a default route through it.
+        """
         lines = ["link set lo up"]
         addr = self.address(rank)
+        if self.routers:
+            return lines + [
+                f"link set {HOST_PORT} mtu {self.mtu}",
+                f"addr add {addr}/32 dev {HOST_PORT}",
+                f"link set {HOST_PORT} up",
+                f"route add default via {self.router_address(rank)} dev {HOST_PORT} onlink",
+            ]
         for p in self.ports(rank):
             lines.append(f"link set {p.name} mtu {self.mtu}")
             lines.append(f"addr add {addr}/32 dev {p.name}")
@@ -373,11 +425,23 @@ class LabPlan:
         lines.extend(r.line for r in self.routes(rank))
         return lines
 
+    def router_ip_lines(self, rank: int) -> list[str]:
+        """``ip -batch`` lines of node ``rank``'s router namespace (routers only): ports, routes to its host and on."""
+        addr = self.router_address(rank)
+        lines = ["link set lo up"]
+        for name in (HOST_PORT, *(p.name for p in self.ports(rank))):
+            lines.append(f"link set {name} mtu {self.mtu}")
+            lines.append(f"addr add {addr}/32 dev {name}")
+            lines.append(f"link set {name} up")
+        lines.append(f"route add {self.address(rank)}/32 dev {HOST_PORT}")
+        lines.extend(r.line for r in self.routes(rank))
+        return lines
+
     def node_tc_lines(self, rank: int) -> list[str]:
         """``tc -batch`` lines for node ``rank``: one token bucket per port."""
         rate = _fmt_rate(self.rate_mbit)
         return [
-            f"qdisc add dev {p.name} root tbf rate {rate} burst {self.burst_kib}kb latency {TBF_LATENCY}"
+            f"qdisc add dev {p.name} root tbf rate {rate} burst {self.burst_kib}kb latency {self.queue_ms}ms"
             for p in self.ports(rank)
         ]
 
@@ -387,35 +451,46 @@ class LabPlan:
         ``batched=True`` (the default) uses one ``ip -batch``/``tc -batch`` process per
         namespace; ``batched=False`` spells out one command per action (readable, slow).
         """
-        nss = self.namespaces
+        nss = self.all_namespaces
+        link_lines = [ln.add_line(self) for ln in self.links]
+        if self.routers:
+            link_lines += [
+                f"link add {HOST_PORT} netns {self.namespace(r)} type veth "
+                f"peer name {HOST_PORT} netns {self.router_namespace(r)}"
+                for r in range(self.size)
+            ]
+        # (namespace, sysctl settings, ip lines, tc lines) of every namespace
+        work = [(ns, self.sysctl_settings(r), self.node_ip_lines(r), [] if self.routers else self.node_tc_lines(r))
+                for r, ns in enumerate(self.namespaces)]
+        if self.routers:
+            work += [(self.router_namespace(r), self.router_sysctl_settings(r), self.router_ip_lines(r),
+                      self.node_tc_lines(r)) for r in range(self.size)]
         if batched:
             phase_ns = [Command(("ip", "-batch", "-"), "".join(f"netns add {n}\n" for n in nss), "namespaces")]
             phase_links = (
-                [Command(("ip", "-batch", "-"), "".join(ln.add_line(self) + "\n" for ln in self.links), "links")]
-                if self.links
+                [Command(("ip", "-batch", "-"), "".join(ln + "\n" for ln in link_lines), "links")]
+                if link_lines
                 else []
             )
             phase_nodes: list[Command] = []
-            for r, ns in enumerate(nss):
-                sysctl = ("ip", "netns", "exec", ns, "sysctl", "-q", "-w", *self.sysctl_settings(r))
-                phase_nodes.append(Command(sysctl, None, f"sysctl {ns}"))
-                ip_lines = "".join(ln + "\n" for ln in self.node_ip_lines(r))
-                phase_nodes.append(Command(("ip", "-n", ns, "-batch", "-"), ip_lines, f"ip {ns}"))
-                tc = self.node_tc_lines(r)
+            for ns, sysctl_keys, ip, tc in work:
+                phase_nodes.append(Command(("ip", "netns", "exec", ns, "sysctl", "-q", "-w", *sysctl_keys), None,
+                                           f"sysctl {ns}"))
+                ip_text = "".join(ln + "\n" for ln in ip)
+                phase_nodes.append(Command(("ip", "-n", ns, "-batch", "-"), ip_text, f"ip {ns}"))
                 if tc:
-                    tc_lines = "".join(ln + "\n" for ln in tc)
-                    phase_nodes.append(Command(("tc", "-n", ns, "-batch", "-"), tc_lines, f"tc {ns}"))
+                    phase_nodes.append(Command(("tc", "-n", ns, "-batch", "-"), "".join(ln + "\n" for ln in tc),
+                                               f"tc {ns}"))
             return [phase_ns, phase_links, phase_nodes]
         phases: list[list[Command]] = [
             [Command(("ip", "netns", "add", n), None, "namespace") for n in nss],
-            [Command(("ip", *ln.add_line(self).split()), None, "link") for ln in self.links],
+            [Command(("ip", *ln.split()), None, "link") for ln in link_lines],
         ]
         nodes: list[Command] = []
-        for r, ns in enumerate(nss):
-            sysctl = ("ip", "netns", "exec", ns, "sysctl", "-q", "-w", *self.sysctl_settings(r))
-            nodes.append(Command(sysctl, None, "sysctl"))
-            nodes.extend(Command(("ip", "-n", ns, *ln.split()), None, "ip") for ln in self.node_ip_lines(r))
-            nodes.extend(Command(("tc", "-n", ns, *ln.split()), None, "tc") for ln in self.node_tc_lines(r))
+        for ns, sysctl_keys, ip, tc in work:
+            nodes.append(Command(("ip", "netns", "exec", ns, "sysctl", "-q", "-w", *sysctl_keys), None, "sysctl"))
+            nodes.extend(Command(("ip", "-n", ns, *ln.split()), None, "ip") for ln in ip)
+            nodes.extend(Command(("tc", "-n", ns, *ln.split()), None, "tc") for ln in tc)
         phases.append(nodes)
         return phases
 
@@ -425,7 +500,7 @@ class LabPlan:
 
     def teardown_commands(self) -> list[Command]:
         """Delete every namespace (which deletes the veths in it). Errors are skipped."""
-        lines = "".join(f"netns del {n}\n" for n in self.namespaces)
+        lines = "".join(f"netns del {n}\n" for n in self.all_namespaces)
         return [Command(("ip", "-force", "-batch", "-"), lines, "teardown")]
 
     def describe(self) -> str:
@@ -434,6 +509,8 @@ class LabPlan:
             f"torus {self.torus} ({self.size} nodes, {len(self.links)} links), "
             f"{self.rate_mbit:g} Mbit/s per link direction, burst {self.burst_kib} KiB, MTU {self.mtu}, "
             f"TCP {self.tcp_cc if self.tcp_cc != HOST_TCP_CC else 'as the host'}, "
+            f"{'' if self.queue_ms == DEFAULT_QUEUE_MS else f'queues {self.queue_ms} ms, '}"
+            f"{'routers apart from hosts, ' if self.routers else ''}"
             f"namespaces {self.namespace(0)}..{self.namespace(self.size - 1)}"
         )
 
@@ -472,6 +549,8 @@ def make_plan(
     net: int = 100,
     burst_kib: int = DEFAULT_BURST_KIB,
     tcp_cc: str = DEFAULT_TCP_CC,
+    routers: bool = False,
+    queue_ms: int = DEFAULT_QUEUE_MS,
 ) -> LabPlan:
     """Return the :class:`LabPlan` for ``torus`` (a :class:`Torus`, ``"4x4"`` or a dims tuple).
 
@@ -486,6 +565,9 @@ def make_plan(
             leave), at most 65536.
         tcp_cc: TCP congestion control set in every namespace (:data:`DEFAULT_TCP_CC`), or
             ``"host"`` for the host's default.
+        routers: give every node a router namespace of its own apart from the rank's (module docstring).
+        queue_ms: depth of every port's queue, as the milliseconds its bytes take at ``rate_mbit``
+            (1..10000; packets beyond it are dropped).
     """
     t = torus if isinstance(torus, Torus) else Torus.from_spec(torus)
     if not _PREFIX_RE.fullmatch(prefix):
@@ -503,12 +585,15 @@ def make_plan(
     if int(burst_kib) * 1024 < mtu:
         raise ValueError(f"burst_kib={burst_kib} KiB is less than the MTU ({mtu} bytes): a full-size packet "
                          f"would never leave the token bucket; use at least {-(-mtu // 1024)} KiB or a smaller MTU")
-    if not 0 <= net <= 255:
-        raise ValueError(f"net must be an octet, got {net}")
+    if isinstance(queue_ms, bool) or int(queue_ms) != queue_ms or not 1 <= queue_ms <= 10000:
+        raise ValueError(f"queue_ms must be a whole number of milliseconds within 1..10000, got {queue_ms!r}")
+    if not 0 <= net <= (254 if routers else 255):
+        raise ValueError(f"net must be an octet{' below 255 (the routers use net + 1)' if routers else ''}, got {net}")
     if not isinstance(tcp_cc, str) or not _TCP_CC_RE.fullmatch(tcp_cc):
         raise ValueError(f"tcp_cc must name a TCP congestion control (e.g. cubic, reno, bbr) or be "
                          f"{HOST_TCP_CC!r}, got {tcp_cc!r}")
-    plan = LabPlan(t, run_id, prefix, float(rate_mbit), int(mtu), net, _make_links(t), int(burst_kib), tcp_cc)
+    plan = LabPlan(t, run_id, prefix, float(rate_mbit), int(mtu), net, _make_links(t), int(burst_kib), tcp_cc,
+                   bool(routers), int(queue_ms))
     for r in range(t.size):
         for p in plan.ports(r):
             assert len(p.name) <= _IFNAMSIZ

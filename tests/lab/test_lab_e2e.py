@@ -72,6 +72,24 @@ def test_allreduce_across_a_2x2_lab():
     assert time.perf_counter() - t0 < 60
 
 
+def test_allreduce_across_a_lab_with_routers():
+    with Lab("3", rate_mbit=1000, routers=True) as lab:
+        ours = [n for n in list_namespaces() if n in set(lab.plan.all_namespaces)]
+        assert len(ours) == 6
+        res = lab.check(seconds=0.5, print_table=False)
+        assert res.routes_ok, res.route_errors
+        assert res.pairs_checked == 6 and res.max_hops == 1
+        assert res.ok, res.table()
+        proc = lab.run_mpi(["python", "-c", PROGRAM], timeout=40, capture=True, env={"PYTHONPATH": _ROOT})
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("LABRESULT "))
+        every = json.loads(line.split(" ", 1)[1])
+        assert all(e["ok"] for e in every) and len({e["netns"] for e in every}) == 3
+        for e in every:
+            assert e["ifaces"] == ["host", "lo"], "a rank sees only its port to the router"
+    assert not [n for n in list_namespaces() if n in set(lab.plan.all_namespaces)], "teardown left namespaces"
+
+
 PLACED = textwrap.dedent(
     """
     import json, os

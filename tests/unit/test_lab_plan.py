@@ -424,3 +424,49 @@ def test_an_unknown_congestion_control_is_refused_before_the_lab_is_built(monkey
         system.require_tcp_cc("bbr")
     monkeypatch.setattr(system, "_TCP_CC_FILE", tmp_path / "missing")
     system.require_tcp_cc("anything")  # cannot tell: sysctl will say it
+
+
+@pytest.mark.parametrize("dims", [(4, 4), (3, 5), (2, 2, 2), (8,), (2, 4)])
+def test_routers_carry_the_links_and_routes_apart_from_the_hosts(dims):
+    plain = make_plan(dims, run_id="ab")
+    plan = make_plan(dims, run_id="ab", routers=True)
+    n = plan.size
+    assert plan.namespaces == plain.namespaces  # ranks run where they ran
+    routers = [plan.router_namespace(r) for r in range(n)]
+    assert set(plan.all_namespaces) == set(plan.namespaces) | set(routers) and len(plan.all_namespaces) == 2 * n
+    pat = namespace_pattern("swl")
+    assert all(pat.fullmatch(ns) and pat.fullmatch(ns)["kind"] == "r" for ns in routers)  # cleanup finds them
+    assert not set(routers) & set(plain.all_namespaces)
+    assert len({plan.router_address(r) for r in range(n)} | set(plan.addresses)) == 2 * n
+    # the hops a packet takes are the plain lab's; only the next hop's address is the router's
+    for s in range(n):
+        for d in range(n):
+            if s != d:
+                assert plan.hop_path(s, d) == plain.hop_path(s, d)
+                r = plan.route(s, d)
+                assert r.namespace == routers[s] and r.via_addr == plan.router_address(r.via)
+                assert r.dest_addr == plan.address(d)
+    text = "\n".join(c.shell() for c in plan.setup_commands(batched=False))
+    for r in range(n):
+        host, router = plan.namespace(r), routers[r]
+        assert f"link add host netns {host} type veth peer name host netns {router}" in text
+        assert f"ip -n {host} route add default via {plan.router_address(r)} dev host onlink" in text
+        assert f"ip -n {router} route add {plan.address(r)}/32 dev host" in text
+        assert f"ip -n {host} route add {plan.address((r + 1) % n)}" not in text
+        for p in plan.ports(r):  # token buckets on the routers' torus ports only
+            assert f"tc -n {router} qdisc add dev {p.name} root tbf" in text
+        assert f"tc -n {host} " not in text
+        assert f"ip netns exec {router} sysctl -q -w net.ipv4.ip_forward=1" in text
+    assert text.count("tcp_congestion_control=cubic") == n  # TCP runs in the hosts only
+    assert "routers apart from hosts" in plan.describe()
+    (td,) = plan.teardown_commands()
+    assert sorted(td.stdin.splitlines()) == sorted(f"netns del {ns}" for ns in plan.all_namespaces)
+    # batched and unbatched build the same things
+    batched = [ln for c in plan.setup_commands() for ln in (c.stdin or "").splitlines()]
+    assert sum(ln.startswith("route add") for ln in batched) == n * (n - 1) + 2 * n
+
+
+def test_routers_need_a_free_second_octet():
+    make_plan("2x2", net=254, routers=True)
+    with pytest.raises(ValueError, match="net"):
+        make_plan("2x2", net=255, routers=True)
