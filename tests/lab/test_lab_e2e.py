@@ -47,23 +47,29 @@ PROGRAM = textwrap.dedent(
 
 
 def _ours(lab: Lab) -> list:
-    return [n for n in list_namespaces() if n in set(lab.namespaces)]
+    return [n for n in list_namespaces() if n in set(lab.plan.all_namespaces)]
+
+
+def _check_and_run(lab: Lab, pairs: int, max_hops: int) -> list:
+    """Check the lab's routes and rates, run PROGRAM on every node; return each rank's report."""
+    res = lab.check(seconds=0.5, print_table=False)
+    assert res.routes_ok, res.route_errors
+    assert res.pairs_checked == pairs and res.max_hops == max_hops
+    assert res.ok, res.table()
+    proc = lab.run_mpi(["python", "-c", PROGRAM], timeout=40, capture=True, env={"PYTHONPATH": _ROOT})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("LABRESULT "))
+    every = json.loads(line.split(" ", 1)[1])
+    assert all(e["ok"] for e in every)
+    return every
 
 
 def test_allreduce_across_a_2x2_lab():
     t0 = time.perf_counter()
     with Lab("2x2", rate_mbit=1000) as lab:
         assert len(_ours(lab)) == 4
-        res = lab.check(seconds=0.5, print_table=False)
-        assert res.routes_ok, res.route_errors
-        assert res.pairs_checked == 12 and res.max_hops == 2
-        assert res.ok, res.table()
-        proc = lab.run_mpi(["python", "-c", PROGRAM], timeout=40, capture=True, env={"PYTHONPATH": _ROOT})
-        assert proc.returncode == 0, proc.stderr[-3000:]
-        line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("LABRESULT "))
-        every = json.loads(line.split(" ", 1)[1])
+        every = _check_and_run(lab, pairs=12, max_hops=2)
         assert [e["rank"] for e in every] == [0, 1, 2, 3]
-        assert all(e["ok"] for e in every)
         assert len({e["netns"] for e in every}) == 4, "every rank in its own namespace"
         for e in every:
             assert e["ifaces"] == ["d0p", "d1p", "lo"]
@@ -74,20 +80,12 @@ def test_allreduce_across_a_2x2_lab():
 
 def test_allreduce_across_a_lab_with_routers():
     with Lab("3", rate_mbit=1000, routers=True) as lab:
-        ours = [n for n in list_namespaces() if n in set(lab.plan.all_namespaces)]
-        assert len(ours) == 6
-        res = lab.check(seconds=0.5, print_table=False)
-        assert res.routes_ok, res.route_errors
-        assert res.pairs_checked == 6 and res.max_hops == 1
-        assert res.ok, res.table()
-        proc = lab.run_mpi(["python", "-c", PROGRAM], timeout=40, capture=True, env={"PYTHONPATH": _ROOT})
-        assert proc.returncode == 0, proc.stderr[-3000:]
-        line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("LABRESULT "))
-        every = json.loads(line.split(" ", 1)[1])
-        assert all(e["ok"] for e in every) and len({e["netns"] for e in every}) == 3
+        assert len(_ours(lab)) == 6, "a host and a router namespace per node"
+        every = _check_and_run(lab, pairs=6, max_hops=1)
+        assert len({e["netns"] for e in every}) == 3
         for e in every:
             assert e["ifaces"] == ["host", "lo"], "a rank sees only its port to the router"
-    assert not [n for n in list_namespaces() if n in set(lab.plan.all_namespaces)], "teardown left namespaces"
+    assert not _ours(lab), "teardown left namespaces behind"
 
 
 PLACED = textwrap.dedent(
