@@ -41,6 +41,7 @@ from __future__ import annotations
 import math
 import os
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -462,33 +463,27 @@ class LabPlan:
         # (namespace, sysctl settings, ip lines, tc lines) of every namespace
         work = [(ns, self.sysctl_settings(r), self.node_ip_lines(r), [] if self.routers else self.node_tc_lines(r))
                 for r, ns in enumerate(self.namespaces)]
-        if self.routers:
-            work += [(self.router_namespace(r), self.router_sysctl_settings(r), self.router_ip_lines(r),
-                      self.node_tc_lines(r)) for r in range(self.size)]
+        work += [(self.router_namespace(r), self.router_sysctl_settings(r), self.router_ip_lines(r),
+                  self.node_tc_lines(r)) for r in range(self.size) if self.routers]
         if batched:
-            phase_ns = [Command(("ip", "-batch", "-"), "".join(f"netns add {n}\n" for n in nss), "namespaces")]
-            phase_links = (
-                [Command(("ip", "-batch", "-"), "".join(ln + "\n" for ln in link_lines), "links")]
-                if link_lines
-                else []
-            )
-            phase_nodes: list[Command] = []
-            for ns, sysctl_keys, ip, tc in work:
-                phase_nodes.append(Command(("ip", "netns", "exec", ns, "sysctl", "-q", "-w", *sysctl_keys), None,
-                                           f"sysctl {ns}"))
-                ip_text = "".join(ln + "\n" for ln in ip)
-                phase_nodes.append(Command(("ip", "-n", ns, "-batch", "-"), ip_text, f"ip {ns}"))
+            def text(lines: Iterable[str]) -> str:
+                return "".join(ln + "\n" for ln in lines)
+
+            nodes: list[Command] = []
+            for ns, keys, ip, tc in work:
+                nodes.append(Command(("ip", "netns", "exec", ns, "sysctl", "-q", "-w", *keys), None, f"sysctl {ns}"))
+                nodes.append(Command(("ip", "-n", ns, "-batch", "-"), text(ip), f"ip {ns}"))
                 if tc:
-                    phase_nodes.append(Command(("tc", "-n", ns, "-batch", "-"), "".join(ln + "\n" for ln in tc),
-                                               f"tc {ns}"))
-            return [phase_ns, phase_links, phase_nodes]
+                    nodes.append(Command(("tc", "-n", ns, "-batch", "-"), text(tc), f"tc {ns}"))
+            links = [Command(("ip", "-batch", "-"), text(link_lines), "links")] if link_lines else []
+            return [[Command(("ip", "-batch", "-"), text(f"netns add {n}" for n in nss), "namespaces")], links, nodes]
         phases: list[list[Command]] = [
             [Command(("ip", "netns", "add", n), None, "namespace") for n in nss],
             [Command(("ip", *ln.split()), None, "link") for ln in link_lines],
         ]
-        nodes: list[Command] = []
-        for ns, sysctl_keys, ip, tc in work:
-            nodes.append(Command(("ip", "netns", "exec", ns, "sysctl", "-q", "-w", *sysctl_keys), None, "sysctl"))
+        nodes = []
+        for ns, keys, ip, tc in work:
+            nodes.append(Command(("ip", "netns", "exec", ns, "sysctl", "-q", "-w", *keys), None, "sysctl"))
             nodes.extend(Command(("ip", "-n", ns, *ln.split()), None, "ip") for ln in ip)
             nodes.extend(Command(("tc", "-n", ns, *ln.split()), None, "tc") for ln in tc)
         phases.append(nodes)
