@@ -470,3 +470,19 @@ def test_routers_need_a_free_second_octet():
     make_plan("2x2", net=254, routers=True)
     with pytest.raises(ValueError, match="net"):
         make_plan("2x2", net=255, routers=True)
+
+
+def test_queue_depth_is_an_option(capsys):
+    text = "\n".join(c.shell() for c in make_plan("2x2", queue_ms=50).setup_commands())
+    assert "tbf rate 40mbit burst 256kb latency 50ms" in text and "latency 400ms" not in text
+    assert "queues 50 ms" in make_plan("2x2", queue_ms=50).describe()
+    assert "queues" not in make_plan("2x2").describe()
+    for bad in (0, 10001, 1.5, True, "50"):
+        with pytest.raises(ValueError, match="queue_ms"):
+            make_plan("2x2", queue_ms=bad)
+
+    from swing_mpi.lab.cli import main
+
+    assert main(["--dims", "2x2", "--queue-ms", "100", "--routers", "--plan"]) == 0
+    out = capsys.readouterr().out
+    assert "latency 100ms" in out and "netns add swl0r3" in out
