@@ -352,7 +352,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         try:
             with Lab(lab_dims, rate_mbit=rate, mtu=mtu, burst_kib=burst, tcp_cc=tcp_cc, routers=args.routers,
-                     queue_ms=queue or DEFAULT_QUEUE_MS, log=_say) as lab:
+                     queue_ms=queue, log=_say) as lab:
                 if args.lab_check:
                     res = lab.check(print_table=False)
                     check_ok = res.ok

@@ -103,13 +103,15 @@ def lab_medians(dirs: tuple[str, ...], sizes: tuple[int, ...]) -> dict[tuple[str
 
 
 def main(argv: list[str] | None = None) -> int:
+    from swing_mpi.netsim.params import CPU_MODELS
+
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--link", type=float, default=None,
                     help="bits/s per link direction (default: the rate each shape's lab sweeps ran at)")
     ap.add_argument("--latency", type=float, default=50e-6, help="seconds per link (default 50e-6)")
     ap.add_argument("--hop", type=float, default=0.0, help="seconds per router hop (default 0)")
     ap.add_argument("--alpha", default="engine", help="c, engine or seconds per step (default engine)")
-    ap.add_argument("--cpu", choices=("lane", "rank", "lockstep"), default=None,
+    ap.add_argument("--cpu", choices=CPU_MODELS, default=None,
                     help="the simulator's CPU model instead of the preset's (engine: rank)")
     ap.add_argument("--alpha-lab", metavar="FILE", default=None,
                     help="per shape, the lab's own cost per step measured at 2 KiB (alpha.json of "

@@ -393,49 +393,33 @@ class LabPlan:
         keys = [] if self.routers else ["net.ipv4.ip_forward=1"]
         if self.tcp_cc != HOST_TCP_CC:
             keys.append(f"net.ipv4.tcp_congestion_control={self.tcp_cc}")
-        devs = (HOST_PORT,) if self.routers else tuple(p.name for p in self.ports(rank))
-        for dev in ("all", "default", "lo", *devs):
-            keys.append(f"net.ipv4.conf.{dev}.rp_filter=0")
-        return keys
+        return keys + _rp_filter_off((HOST_PORT,) if self.routers else (p.name for p in self.ports(rank)))
 
     def router_sysctl_settings(self, rank: int) -> list[str]:
         """``key=value`` settings for node ``rank``'s router namespace (routers only): forwarding on, rp_filter off."""
-        return ["net.ipv4.ip_forward=1"] + [
-            f"net.ipv4.conf.{dev}.rp_filter=0"
-            for dev in ("all", "default", "lo", HOST_PORT, *(p.name for p in self.ports(rank)))
-        ]
+        return ["net.ipv4.ip_forward=1", *_rp_filter_off((HOST_PORT, *(p.name for p in self.ports(rank))))]
 
     def node_ip_lines(self, rank: int) -> list[str]:
         """``ip -batch`` lines run in node ``rank``'s namespace: interfaces, then routes.
 
         With routers: its port to the router and a default route through it.
         """
-        lines = ["link set lo up"]
         addr = self.address(rank)
         if self.routers:
-            return lines + [
-                f"link set {HOST_PORT} mtu {self.mtu}",
-                f"addr add {addr}/32 dev {HOST_PORT}",
-                f"link set {HOST_PORT} up",
-                f"route add default via {self.router_address(rank)} dev {HOST_PORT} onlink",
-            ]
-        for p in self.ports(rank):
-            lines.append(f"link set {p.name} mtu {self.mtu}")
-            lines.append(f"addr add {addr}/32 dev {p.name}")
-            lines.append(f"link set {p.name} up")
-        lines.extend(r.line for r in self.routes(rank))
-        return lines
+            return [*self._port_lines(addr, (HOST_PORT,)),
+                    f"route add default via {self.router_address(rank)} dev {HOST_PORT} onlink"]
+        return [*self._port_lines(addr, (p.name for p in self.ports(rank))), *(r.line for r in self.routes(rank))]
 
     def router_ip_lines(self, rank: int) -> list[str]:
         """``ip -batch`` lines of node ``rank``'s router namespace (routers only): ports, routes to its host and on."""
-        addr = self.router_address(rank)
+        ports = self._port_lines(self.router_address(rank), (HOST_PORT, *(p.name for p in self.ports(rank))))
+        return [*ports, f"route add {self.address(rank)}/32 dev {HOST_PORT}", *(r.line for r in self.routes(rank))]
+
+    def _port_lines(self, addr: str, names: Iterable[str]) -> list[str]:
+        """``ip -batch`` lines: loopback up, then each interface of ``names`` at the MTU, holding ``addr``/32, up."""
         lines = ["link set lo up"]
-        for name in (HOST_PORT, *(p.name for p in self.ports(rank))):
-            lines.append(f"link set {name} mtu {self.mtu}")
-            lines.append(f"addr add {addr}/32 dev {name}")
-            lines.append(f"link set {name} up")
-        lines.append(f"route add {self.address(rank)}/32 dev {HOST_PORT}")
-        lines.extend(r.line for r in self.routes(rank))
+        for name in names:
+            lines += [f"link set {name} mtu {self.mtu}", f"addr add {addr}/32 dev {name}", f"link set {name} up"]
         return lines
 
     def node_tc_lines(self, rank: int) -> list[str]:
@@ -512,6 +496,11 @@ class LabPlan:
     def _check_rank(self, rank: int) -> None:
         if not 0 <= rank < self.size:
             raise ValueError(f"node {rank} is outside a torus of {self.size} nodes")
+
+
+def _rp_filter_off(devs: Iterable[str]) -> list[str]:
+    """``sysctl`` settings turning reverse-path filtering off everywhere and on ``devs`` (routes are not symmetric)."""
+    return [f"net.ipv4.conf.{dev}.rp_filter=0" for dev in ("all", "default", "lo", *devs)]
 
 
 def _make_links(torus: Torus) -> tuple[Link, ...]:
