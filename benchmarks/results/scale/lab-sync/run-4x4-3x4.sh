@@ -1,8 +1,9 @@
 #!/bin/bash
 # The 4x4 and 3x4 lab-validation points, 40 Mbit/s, one-packet burst (64 KiB), every timed call started at
-# one instant on all ranks (bench --start sync; README.md). Folders SHAPE-1M and SHAPE-large (4 and 16 MiB).
+# one instant on all ranks (bench --start sync; README.md). Folders SHAPE-1M and SHAPE-large (4 and 16 MiB),
+# SHAPE-lat (the two -lat algorithms at 4 and 16 MiB, 10-60 s a call: at least 3 timed calls each).
 # Then benchmarks/validate_lab.py as in README.md. Run on a quiet machine, one lab at a time, as root
-# (about 20 minutes).
+# (about 35 minutes; ONLY=FOLDER runs one).
 set -euo pipefail
 cd "$(dirname "$0")/../../../.."
 PY=${PY:-.venv/bin/python}
@@ -19,4 +20,6 @@ done <<LIST
 4x4 4M,16M $NOLAT 4x4-large
 3x4 1M $ALL 3x4-1M
 3x4 4M,16M $NOLAT 3x4-large
+4x4 4M,16M swing-lat,trivance-lat 4x4-lat
+3x4 4M,16M swing-lat,trivance-lat 3x4-lat
 LIST

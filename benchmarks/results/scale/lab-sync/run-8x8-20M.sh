@@ -2,7 +2,7 @@
 # The 8x8 lab-validation points at 20 Mbit/s with a one-packet burst, as ../lab-8x8-20M/run.sh, but every
 # timed call started at one instant on all ranks (bench --start sync) instead of from each rank's own exit
 # of a barrier: in this lab the ranks that leave a barrier first start sending at once, and the barrier's
-# last messages to the others then queue behind those sends (README.md). recdoub is left out at 16 MiB
+# last messages to the others then queue behind those sends (README.md). recdoub at 16 MiB has a folder of its own
 # (about 100 s a call at 20 Mbit/s). Then:
 #   python benchmarks/validate_lab.py --shapes 8x8 \
 #       --lab-set 8x8=scale/lab-sync/8x8-20M-1M,scale/lab-sync/8x8-20M-4M,scale/lab-sync/8x8-20M-16M \
@@ -23,4 +23,5 @@ while read -r sizes algs out; do
 done <<LIST
 1M $ALL 8x8-20M-1M
 16M $LARGE 8x8-20M-16M
+16M recdoub 8x8-20M-16M-recdoub
 LIST
