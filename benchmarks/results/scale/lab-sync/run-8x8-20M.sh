@@ -3,11 +3,9 @@
 # timed call started at one instant on all ranks (bench --start sync) instead of from each rank's own exit
 # of a barrier: in this lab the ranks that leave a barrier first start sending at once, and the barrier's
 # last messages to the others then queue behind those sends (README.md). recdoub at 16 MiB has a folder of its own
-# (about 100 s a call at 20 Mbit/s). Then:
-#   python benchmarks/validate_lab.py --shapes 8x8 \
-#       --lab-set 8x8=scale/lab-sync/8x8-20M-1M,scale/lab-sync/8x8-20M-4M,scale/lab-sync/8x8-20M-16M \
-#       --out benchmarks/results/scale/lab-sync/validate-8x8-20M
-# Run on a quiet machine, one lab at a time, as root (about 30 minutes).
+# (about 100 s a call at 20 Mbit/s), and so has trivance-lat at 1 MiB, whose 104 MiB a rank fit only alone.
+# The 4 MiB folders: their commands.txt. Then benchmarks/validate_lab.py as in README.md.
+# Run on a quiet machine, one lab at a time, as root (about 50 minutes; ONLY=FOLDER runs one).
 set -euo pipefail
 cd "$(dirname "$0")/../../../.."
 PY=${PY:-.venv/bin/python}
@@ -24,4 +22,5 @@ done <<LIST
 1M $ALL 8x8-20M-1M
 16M $LARGE 8x8-20M-16M
 16M recdoub 8x8-20M-16M-recdoub
+1M trivance-lat 8x8-20M-1M-trivance-lat
 LIST
