@@ -16,7 +16,11 @@ rank 0 prints the medians over the timed calls of:
   and token buckets run in softirq and in the system time of whoever sends);
 - ``ranks``: the CPU seconds the 64 ranks themselves used in their calls (``getrusage``);
 - ``floor``: the window's CPU seconds divided by the cores, the least time that work takes on
-  this machine (``floor/lab`` near 1: the cores, not the links, set the call's time).
+  this machine (``floor/lab`` near 1: the cores, not the links, set the call's time);
+- ``polls``: a rank's idle polls in its call, mean over ranks (``swing_mpi.waiting.Idle`` calls).
+
+``--backoff F:MIN:MAX:SPINS`` replaces the backoff wait's constants (``swing_mpi.waiting``) for
+an experiment. ``$CPU_JSON`` names a file for one JSON object per point.
 
 One warm-up call per point is left out. Each result is checked (float64 sum of ``rank + 1``).
 """
