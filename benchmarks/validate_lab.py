@@ -102,6 +102,17 @@ def lab_medians(dirs: tuple[str, ...], sizes: tuple[int, ...]) -> dict[tuple[str
     return out
 
 
+def by_shape(rows: list[dict[str, Any]]) -> str:
+    """Return ``"4x4 33 of 33, 3x4 31 of 33, ..."``: each shape's points within the tolerance, in first-seen order."""
+    counts: dict[str, list[int]] = {}
+    for r in rows:
+        if r["ratio"] is not None:
+            c = counts.setdefault(r["shape"], [0, 0])
+            c[0] += bool(r["within"])
+            c[1] += 1
+    return ", ".join(f"{shape} {inside} of {n}" for shape, (inside, n) in counts.items())
+
+
 def main(argv: list[str] | None = None) -> int:
     from swing_mpi.netsim.params import CPU_MODELS
 
@@ -205,6 +216,8 @@ def main(argv: list[str] | None = None) -> int:
     inside = sum(r["within"] for r in done)
     summary = [f"# {inside} of {len(done)} points within 15 %" + (f"; {len(rows) - len(done)} failed" if
                                                                      len(done) < len(rows) else "")]
+    if len({r["shape"] for r in done}) > 1:
+        summary.append(f"# by shape: {by_shape(done)}")
     if ring_text:
         summary.append(f"# {ring_text}")
     if missing:

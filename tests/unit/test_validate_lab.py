@@ -24,3 +24,10 @@ def test_a_lab_set_at_another_rate_is_read_as_such():
 def test_lab_sets_of_different_rates_are_refused():
     with pytest.raises(ValueError, match="different rates"):
         validate_lab.lab_rate_bps(("scale/lab-cubic/8x8", "scale/lab-8x8-20M/1M"))
+
+
+def test_by_shape_counts_each_shape_and_skips_failed_points():
+    rows = [{"shape": "4x4", "ratio": 1.0, "within": True}, {"shape": "8x8", "ratio": 0.5, "within": False},
+            {"shape": "4x4", "ratio": 1.3, "within": False}, {"shape": "8x8", "ratio": None, "within": False},
+            {"shape": "8x8", "ratio": 0.9, "within": True}]
+    assert validate_lab.by_shape(rows) == "4x4 1 of 2, 8x8 1 of 2"
