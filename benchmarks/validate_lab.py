@@ -55,6 +55,7 @@ LAB_SETS = {  # shape -> stored lab sweeps (earlier listed first wins a duplicat
 RING = ("16", 4 * MIB)  # the 16-node ring: its one size, for the Figure 1 ratio
 TOLERANCE = 0.15
 RING_TOLERANCE = 0.10
+LATENCY_S = 50e-6  # a link of the lab: veth and TCP between namespaces
 
 
 def build_schedule(alg: str, dims: tuple[int, ...], rank: int, count: int, *, exact: bool) -> Any:
@@ -67,6 +68,23 @@ def uses_exact(alg: str) -> bool:
     from swing_mpi.schedule import ALGORITHMS
 
     return ALGORITHMS[alg].uses_exact
+
+
+def lab_params(link_bps: float | None = None, alpha: str = "engine", *, latency_s: float = LATENCY_S,
+               hop_s: float = 0.0) -> dict[str, Any]:
+    """Return the simulator's parameters (``SimParams`` fields) for the lab: a torus, float64, no router delay."""
+    params = {"latency_s": latency_s, "hop_s": hop_s, "network": "torus", "itemsize": 8, **preset_params(alpha)}
+    return params if link_bps is None else {**params, "link_bps": link_bps}
+
+
+def simulate_lab_point(alg: str, dims: tuple[int, ...], nbytes: int, params: dict[str, Any],
+                       timeout: float = 600.0) -> dict[str, Any]:
+    """Simulate one lab point (:func:`simrun.simulate_point`) as the lab ran it.
+
+    An algorithm whose schedule depends on the op's exactness is simulated from its float form: the lab's
+    float64 sums ran that one.
+    """
+    return simulate_point(alg, dims, nbytes, params, timeout=timeout, exact=False if uses_exact(alg) else None)
 
 
 def registered() -> list[str]:
@@ -119,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--link", type=float, default=None,
                     help="bits/s per link direction (default: the rate each shape's lab sweeps ran at)")
-    ap.add_argument("--latency", type=float, default=50e-6, help="seconds per link (default 50e-6)")
+    ap.add_argument("--latency", type=float, default=LATENCY_S, help=f"seconds per link (default {LATENCY_S:g})")
     ap.add_argument("--hop", type=float, default=0.0, help="seconds per router hop (default 0)")
     ap.add_argument("--alpha", default="engine", help="c, engine or seconds per step (default engine)")
     ap.add_argument("--cpu", choices=CPU_MODELS, default=None,
@@ -135,8 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=600)
     ap.add_argument("--out", default=None, help="folder for table.txt, results.csv/json, command.txt")
     args = ap.parse_args(argv)
-    params = {"latency_s": args.latency, "hop_s": args.hop, "network": "torus",
-              "itemsize": 8, **preset_params(args.alpha)}  # the lab's vectors: float64
+    params = lab_params(alpha=args.alpha, latency_s=args.latency, hop_s=args.hop)
     if args.cpu:
         params["cpu"] = args.cpu
     shapes = args.shapes.split(",")
@@ -169,10 +186,8 @@ def main(argv: list[str] | None = None) -> int:
 
     def point(shape: str, alg: str, nbytes: int, lab: float, src: str) -> dict:
         dims = tuple(int(x) for x in shape.split("x"))
-        # the lab reduced float64 sums: an algorithm whose schedule depends on exactness ran its float form
         float_form = uses_exact(alg)
-        r = simulate_point(alg, dims, nbytes, params_of(shape), timeout=args.timeout,
-                           exact=False if float_form else None)
+        r = simulate_lab_point(alg, dims, nbytes, params_of(shape), timeout=args.timeout)
         sim = r.get("time_s")
         ratio = sim / lab if sim else None
         ok = ratio is not None and abs(ratio - 1) <= TOLERANCE

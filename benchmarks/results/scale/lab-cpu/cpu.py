@@ -9,8 +9,9 @@ time, which network namespaces do not split) at that instant and again when ever
 the call (after a barrier), and every rank reads its own ``getrusage`` around its call. Per point
 rank 0 prints the medians over the timed calls of:
 
-- the call's time (from the instant to the last rank's end) and the simulator's (``engine``
-  preset, the lab's link rate, 50 us a link, as ``benchmarks/validate_lab.py``);
+- the call's time (from the instant to the last rank's end) and the simulator's, as
+  ``benchmarks/validate_lab.py`` simulates a lab point (``lab_params`` at the lab's link rate,
+  ``simulate_lab_point``);
 - ``busy``: the share of the machine's cores not idle from the instant to the barrier's end;
 - the CPU seconds of that window, split into user, system and softirq (the kernel's TCP, veth
   and token buckets run in softirq and in the system time of whoever sends);
@@ -29,7 +30,9 @@ import argparse
 import json
 import os
 import resource
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 from mpi4py import MPI
@@ -120,15 +123,20 @@ for size_s, alg in points:
         rows.append(med)
         print(f"# {alg} {size_s}: lab {med['lab_s']:.3f} s, busy {100 * med['busy']:.0f} %", flush=True)
 if comm.rank == 0:
-    from swing_mpi.netsim import SimParams, simulate
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # benchmarks/
+    from validate_lab import lab_params, simulate_lab_point
 
-    params = SimParams.preset("engine", link_bps=rate * 1e6, latency_s=50e-6, hop_s=0.0, itemsize=8)
+    params = lab_params(rate * 1e6)
+    shape = tuple(int(x) for x in dims.split("x"))
     print(f"{dims} lab at {rate:g} Mbit/s, {p} ranks on {cores} cores; medians of {calls} calls started at one instant")
     print(f"{'algorithm':16s} {'size':>5s} {'lab (s)':>8s} {'sim (s)':>8s} {'sim/lab':>7s} {'busy':>5s} "
           f"{'cpu (s)':>8s} {'user':>6s} {'system':>6s} {'softirq':>7s} {'ranks':>6s} {'floor':>6s} {'floor/lab':>9s} "
           f"{'polls':>6s}")
     for r in rows:
-        r["sim_s"] = simulate(r["algorithm"], dims, parse_size(r["size"]), params=params).time_s
+        sim = simulate_lab_point(r["algorithm"], shape, parse_size(r["size"]), params)
+        if "error" in sim:
+            raise SystemExit(f"{r['algorithm']} {r['size']}: the simulation failed: {sim['error']}")
+        r["sim_s"] = sim["time_s"]
         r["floor_s"] = r["cpu_s"] / cores
         print(f"{r['algorithm']:16s} {r['size']:>5s} {r['lab_s']:8.3f} {r['sim_s']:8.3f} "
               f"{r['sim_s'] / r['lab_s']:7.3f} "

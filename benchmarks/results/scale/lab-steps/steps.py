@@ -6,13 +6,14 @@
 Every rank times its own calls from a barrier; the executor's Plan._apply (run when a lane's step is
 complete, its data applied) is wrapped to note the time of each (lane, step). A step of a call ends
 when the last lane of the last rank ends it. Rank 0 prints, per step, the median over the timed calls
-of that end, and the simulator's (``engine`` preset, the lab's link rate, 50 us a link, as
-``benchmarks/validate_lab.py``), and the difference of the two steps' lengths; and for each timed call,
+of that end, and the simulator's (``benchmarks/validate_lab.py``'s ``lab_params`` at the lab's link
+rate), and the difference of the two steps' lengths; and for each timed call,
 how far apart the ranks entered and left the barrier it was timed from (one clock: all ranks on one host).
 """
 
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 from mpi4py import MPI
@@ -63,7 +64,10 @@ assert np.all(b == comm.size * (comm.size + 1) / 2), "wrong result"
 if comm.rank == 0:
     from swing_mpi.netsim import SimParams, simulate
 
-    params = SimParams.preset("engine", link_bps=rate * 1e6, latency_s=50e-6, hop_s=0.0, itemsize=8)
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # benchmarks/
+    from validate_lab import lab_params
+
+    params = SimParams(**lab_params(rate * 1e6))
     sim = simulate(alg, dims, size, params=params)
     lab_ends = np.median(np.array([e for e, _ in ends]), axis=0)
     lab_total = float(np.median([t for _, t in ends]))
