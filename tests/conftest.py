@@ -65,21 +65,36 @@ def job_env(**extra: str) -> dict[str, str]:
 Launch = Callable[..., subprocess.CompletedProcess]
 
 
+_STDERR_TO_FILE = """\
+import os as _os
+_rank = next(_os.environ[v] for v in ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK") if v in _os.environ)
+_os.dup2(_os.open(f"stderr.{_rank}", _os.O_WRONLY | _os.O_CREAT | _os.O_TRUNC), 2)
+"""
+
+
 @pytest.fixture
 def launch(mpiexec: Path, tmp_path: Path) -> Launch:
     """Run a Python program on ``n`` ranks under ``python -m mpi4py``; return the finished process.
 
-    ``launch(program, n, *args, env={...}, timeout=120)``: ``program`` is dedented and written to a
-    file; stdout and stderr come back together in ``.stdout``. ``timeout`` bounds the whole launch
-    from here as well (``MPIEXEC_TIMEOUT`` bounds it inside the launcher).
+    ``launch(program, n, *args, env={...}, timeout=120, stderr_files=False)``: ``program`` is
+    dedented and written to a file; stdout and stderr come back together in ``.stdout``.
+    ``timeout`` bounds the whole launch from here as well (``MPIEXEC_TIMEOUT`` bounds it inside the
+    launcher). With ``stderr_files``, each rank writes its stderr to ``stderr.RANK`` instead, and
+    ``.stderr`` holds them all in rank order: for a job that aborts, whose output the launcher
+    forwards asynchronously and may drop when the abort tears the job down (seen in CI: none of
+    it arrived), while a write to a file is done before the abort begins.
     """
     def run(program: str, n: int, *args: str, env: dict[str, str] | None = None,
-            timeout: float = 120) -> subprocess.CompletedProcess:
+            timeout: float = 120, stderr_files: bool = False) -> subprocess.CompletedProcess:
         script = tmp_path / "job.py"
-        script.write_text(textwrap.dedent(program))
+        script.write_text((_STDERR_TO_FILE if stderr_files else "") + textwrap.dedent(program))
         cmd = [str(mpiexec), "-n", str(n), sys.executable, "-m", "mpi4py", str(script), *args]
-        return subprocess.run(cmd, env=job_env(**(env or {})), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              text=True, timeout=timeout, cwd=tmp_path)
+        r = subprocess.run(cmd, env=job_env(**(env or {})), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True, timeout=timeout, cwd=tmp_path)
+        if stderr_files:
+            files = sorted(tmp_path.glob("stderr.*"), key=lambda f: int(f.suffix[1:]))
+            r.stderr = "".join(f.read_text() for f in files)
+        return r
 
     return run
 

@@ -35,9 +35,9 @@ def test_variables_read_at_import(launch):
 
 
 def test_unknown_algorithm_in_environment_is_an_error(launch):
-    r = launch(PROGRAM, 2, env={"SWING_MPI_ALGORITHM": "bogus"})
+    r = launch(PROGRAM, 2, env={"SWING_MPI_ALGORITHM": "bogus"}, stderr_files=True)
     assert r.returncode != 0
-    assert "unknown algorithm 'bogus'" in r.stdout, r.stdout
+    assert "unknown algorithm 'bogus'" in r.stderr, r.stderr
 
 
 CHECK_PROGRAM = """
@@ -129,9 +129,9 @@ def test_wait_settings_are_exact(launch, env):
     ("SWING_MPI_SLEEP_US", "-5", "SWING_MPI_SLEEP_US='-5': expected microseconds >= 0"),
 ])
 def test_bad_wait_settings_are_errors_at_import(launch, var, value, message):
-    r = launch(WAIT_PROGRAM, 2, env={var: value})
+    r = launch(WAIT_PROGRAM, 2, env={var: value}, stderr_files=True)
     assert r.returncode != 0
-    assert message in r.stdout, r.stdout
+    assert message in r.stderr, r.stderr
 
 
 POLICY_PROGRAM = """

@@ -103,6 +103,6 @@ def test_the_mismatch_check_of_a_later_call_waits_within_the_timeout(launch, tmp
 
 
 def test_bad_timeout_value_is_an_error(launch):
-    r = launch("import swing_mpi.executor\n", 1, env={"SWING_MPI_TIMEOUT": "soon"})
+    r = launch("import swing_mpi.executor\n", 1, env={"SWING_MPI_TIMEOUT": "soon"}, stderr_files=True)
     assert r.returncode != 0
-    assert "SWING_MPI_TIMEOUT='soon'" in r.stdout, r.stdout
+    assert "SWING_MPI_TIMEOUT='soon'" in r.stderr, r.stderr
