@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Union
 
-__all__ = ["Torus", "DimsLike", "parse_dims", "balanced_dims", "prime_factors"]
+__all__ = ["Torus", "DimsLike", "parse_dims", "balanced_dims", "prime_factors", "require_two_nodes"]
 
 DimsLike = Union["Torus", str, int, Sequence[int], None]
 
@@ -50,6 +50,17 @@ def balanced_dims(p: int, ndims: int) -> tuple[int, ...]:
         i = dims.index(min(dims))
         dims[i] *= f
     return tuple(sorted(dims, reverse=True))
+
+
+def require_two_nodes(dims: Sequence[int]) -> None:
+    """Raise ``ValueError`` for a network of one node, where a model or simulation has nothing to say.
+
+    An allreduce on one rank moves nothing and takes no time (its goodput would be infinite): the
+    library's calls handle it, but the cost model and the network simulator are asked about networks.
+    """
+    if math.prod(dims) < 2:
+        raise ValueError(f"dims {'x'.join(map(str, dims))} make one node: an allreduce there moves nothing "
+                         "and takes no time; give at least 2 nodes")
 
 
 def parse_dims(spec: Any, p: int | None = None) -> tuple[int, ...]:

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..schedule import ALGORITHMS
-from ..topology import parse_dims
+from ..topology import parse_dims, require_two_nodes
 from ..units import format_size, parse_size
 from .cost import (
     CONGESTION,
@@ -106,6 +106,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         dims = parse_dims(args.dims)
         size = parse_size(args.size) if args.size is not None else None
+        require_two_nodes(dims)
     except ValueError as e:
         print(f"swing-mpi model: {e}", file=sys.stderr)
         return 2
@@ -143,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
             if size is not None:
                 obj.update({"size": size, "time_s": r.time(size, **kw), "goodput_bytes_per_s": r.goodput(size, **kw)})
             obj["crossovers"] = cj
-            print(json.dumps(obj))
+            print(json.dumps(obj, allow_nan=False))
     else:
         peak = D * rate * (1 if args.collective == "allreduce" else 2)
         print(f"model: {args.collective} on a {'x'.join(map(str, dims))} torus, p = {p}, D = {D}; links "
@@ -182,7 +183,7 @@ def run(args: argparse.Namespace) -> int:
         rows: list[dict[str, Any]] = rectangular_penalty()
         if args.json:
             for row in rows:
-                print(json.dumps({"eq3": row}))
+                print(json.dumps({"eq3": row}, allow_nan=False))
         else:
             print()
             print("rectangular tori (swing-bw, distance proxy), 1024 nodes; ΨΞ in units of (n/D)β")

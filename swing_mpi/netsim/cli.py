@@ -19,7 +19,7 @@ import time
 from typing import Any
 
 from ..schedule import ALGORITHMS
-from ..topology import parse_dims
+from ..topology import parse_dims, require_two_nodes
 from ..units import format_size, parse_sizes
 from .params import MESSAGE_SIZES
 
@@ -175,6 +175,7 @@ def run(args: argparse.Namespace) -> int:
         sizes = parse_sizes(args.sizes)
         params = _params(args)
         algs = _algorithms(args.algorithms, args.collective)
+        require_two_nodes(dims)
     except (ValueError, PresetError) as e:
         print(f"swing-mpi simulate: {e}", file=sys.stderr)
         return 2
@@ -215,7 +216,7 @@ def run(args: argparse.Namespace) -> int:
             d = r.to_dict()
             csv_rows.append(d)
             if args.json:
-                print(json.dumps(d), flush=True)
+                print(json.dumps(d, allow_nan=False), flush=True)
         results.extend(rows)
         if rows and not args.json:
             print(f"\n== {format_size(n)} {args.collective} on {params.network} {'x'.join(map(str, dims))}, "

@@ -402,6 +402,18 @@ def test_cli_table_and_errors(capsys):
     assert rc == 2 and "unknown algorithm" in out.err
     rc, out = _cli(["--dims", "8y8"], capsys)
     assert rc == 2
+    for dims in ("1", "1x1x1"):  # one node: nothing to model (its goodput would be infinite), an error
+        rc, out = _cli(["--dims", dims, "--size", "1MiB"], capsys)
+        assert rc == 2 and "make one node" in out.err, out
+
+
+def test_cli_json_is_strict_on_the_smallest_network(capsys):
+    def refuse(name):
+        raise ValueError(f"not JSON: {name}")
+    rc, out = _cli(["--dims", "2", "--size", "32", "--json", "--eq3"], capsys)
+    assert rc == 0
+    objs = [json.loads(line, parse_constant=refuse) for line in out.out.splitlines()]
+    assert any(o.get("algorithm") == "swing-bw" and o["time_s"] > 0 for o in objs)
 
 
 def test_cli_plots(tmp_path, capsys):

@@ -211,6 +211,28 @@ def test_command(tmp_path, capsys):
     assert main(["simulate", "--dims", "4x4", "--alpha", "soon"]) == 2
 
 
+def _strict(line):
+    """Parse one line of JSON as strict JSON (no Infinity or NaN, which other parsers reject)."""
+    import json
+
+    def refuse(name):
+        raise ValueError(f"not JSON: {name}")
+    return json.loads(line, parse_constant=refuse)
+
+
+@pytest.mark.parametrize("network", ["torus", "hyperx", "fattree"])
+def test_command_on_one_node_is_an_error_and_two_nodes_are_strict_json(capsys, network):
+    from swing_mpi.cli import main
+
+    for dims in ("1", "1x1"):
+        assert main(["simulate", "--dims", dims, "--network", network, "--sizes", "1M"]) == 2
+        assert "make one node" in capsys.readouterr().err
+    assert main(["simulate", "--dims", "2", "--network", network, "--sizes", "32,1M", "--algorithms", "all",
+                 "--json"]) == 0
+    rows = [_strict(line) for line in capsys.readouterr().out.splitlines()]
+    assert rows and all(r["time_s"] > 0 and r["goodput_bytes_per_s"] > 0 for r in rows)
+
+
 def test_parse_rate_and_presets(tmp_path, monkeypatch):
     import json
 
