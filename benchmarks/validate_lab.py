@@ -93,30 +93,37 @@ def registered() -> list[str]:
     return [a for a, info in ALGORITHMS.items() if "allreduce" in info.collectives]
 
 
+def sweep_rate_bps(folder: str) -> float:
+    """Return the link rate (bits/s) one stored lab sweep ran at (its results.json); ValueError if not a lab's."""
+    env = json.loads((RESULTS / folder / "results.json").read_text())["env"]["sweep"]
+    if not env.get("lab"):
+        raise ValueError(f"{folder} was not measured in a lab")
+    return float(env["rate_mbit"]) * 1e6
+
+
 def lab_rate_bps(dirs: tuple[str, ...]) -> float:
-    """Return the link rate (bits/s) the stored lab sweeps ran at (their results.json); ValueError if they differ."""
-    rates = {}
-    for d in dirs:
-        env = json.loads((RESULTS / d / "results.json").read_text())["env"]["sweep"]
-        if not env.get("lab"):
-            raise ValueError(f"{d} was not measured in a lab")
-        rates[d] = float(env["rate_mbit"]) * 1e6
+    """Return the link rate (bits/s) the stored lab sweeps ran at; ValueError if they differ."""
+    rates = {d: sweep_rate_bps(d) for d in dirs}
     if len(set(rates.values())) != 1:
         raise ValueError("lab sweeps of one shape ran at different rates: "
                          + ", ".join(f"{d} {r / 1e6:g} Mbit/s" for d, r in rates.items()))
     return next(iter(rates.values()))
 
 
-def lab_medians(dirs: tuple[str, ...], sizes: tuple[int, ...]) -> dict[tuple[str, int], tuple[float, str]]:
-    """(algorithm, bytes) -> (median seconds, source file) for our algorithms in the stored lab sweeps."""
+def lab_medians(dirs: tuple[str, ...], sizes: tuple[int, ...]) -> dict[tuple[str, int], tuple[float, str, float]]:
+    """Return (algorithm, bytes) -> (median seconds, source file, link rate in bits/s) from stored lab sweeps.
+
+    Our algorithms only; the first folder that has a point wins; the rate is that folder's own.
+    """
     ours = set(registered())
-    out: dict[tuple[str, int], tuple[float, str]] = {}
+    out: dict[tuple[str, int], tuple[float, str, float]] = {}
     for d in dirs:
         path = RESULTS / d / "results.csv"
+        rate = sweep_rate_bps(d)
         for row in csv.DictReader(path.open()):
             key = (row["label"], int(row["size"]))
             if row["label"] in ours and key[1] in sizes and key not in out and row["time_median_us"]:
-                out[key] = (float(row["time_median_us"]) * 1e-6, str(path.relative_to(ROOT)))
+                out[key] = (float(row["time_median_us"]) * 1e-6, str(path.relative_to(ROOT)), rate)
     return out
 
 
@@ -136,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--link", type=float, default=None,
-                    help="bits/s per link direction (default: the rate each shape's lab sweeps ran at)")
+                    help="bits/s per link direction (default: the rate each point's lab sweep ran at)")
     ap.add_argument("--latency", type=float, default=LATENCY_S, help=f"seconds per link (default {LATENCY_S:g})")
     ap.add_argument("--hop", type=float, default=0.0, help="seconds per router hop (default 0)")
     ap.add_argument("--alpha", default="engine", help="c, engine or seconds per step (default engine)")
@@ -166,34 +173,37 @@ def main(argv: list[str] | None = None) -> int:
     sizes = tuple(parse_sizes(args.sizes)) if args.sizes else SIZES
     per_shape = json.loads(Path(args.alpha_lab).read_text()) if args.alpha_lab else {}
 
-    link = {shape: args.link or lab_rate_bps(lab_sets[shape]) for shape in shapes if shape in lab_sets}
+    labs = {shape: lab_medians(lab_sets[shape], (RING[1],) if shape == RING[0] else sizes)
+            for shape in shapes if shape in lab_sets}
+    link = {shape: sorted({args.link or rate for _, _, rate in lab.values()}) for shape, lab in labs.items()}
 
-    def params_of(shape: str) -> dict:
+    def params_of(shape: str, rate: float) -> dict:
         got = per_shape.get(shape)
-        base = {**params, "link_bps": link[shape]}
+        base = {**params, "link_bps": args.link or rate}
         return {**base, "alpha_s": got["alpha_s"], "cpu": got["cpu"]} if got else base
 
     rows: list[dict] = []
     lines = [f"# {' '.join(shlex.quote(a) for a in [sys.executable, *sys.argv])}",
              f"# params: {json.dumps(params)} (alpha preset {args.alpha})",
-             "# link rate: " + ", ".join(f"{shape} {r / 1e6:g} Mbit/s" for shape, r in link.items())
-             + ("" if args.link else " (the lab sweeps' own)"),
+             "# link rate: " + ", ".join(f"{shape} {' and '.join(f'{r / 1e6:g}' for r in rs)} Mbit/s"
+                                         for shape, rs in link.items())
+             + ("" if args.link else " (each point at its lab sweep's own)"),
              *(f"# {shape}: alpha {v['alpha_s'] * 1e3:.3f} ms per step, cpu={v['cpu']} (the lab's, {args.alpha_lab})"
                for shape, v in per_shape.items()),
              f"{'shape':>6} {'algorithm':<17} {'size':>7} {'lab (s)':>9} {'sim (s)':>9} {'sim/lab':>8}  within 15% "
              f"steps (lab-sim)/step (ms)"]
     print("\n".join(lines), flush=True)
 
-    def point(shape: str, alg: str, nbytes: int, lab: float, src: str) -> dict:
+    def point(shape: str, alg: str, nbytes: int, lab: float, src: str, rate: float) -> dict:
         dims = tuple(int(x) for x in shape.split("x"))
         float_form = uses_exact(alg)
-        r = simulate_lab_point(alg, dims, nbytes, params_of(shape), timeout=args.timeout)
+        r = simulate_lab_point(alg, dims, nbytes, params_of(shape, rate), timeout=args.timeout)
         sim = r.get("time_s")
         ratio = sim / lab if sim else None
         ok = ratio is not None and abs(ratio - 1) <= TOLERANCE
         steps = build_schedule(alg, dims, 0, nbytes // 8, exact=False).nsteps
         excess = (lab - sim) / steps if sim else None
-        row = {"shape": shape, "algorithm": alg, "bytes": nbytes, "link_bps": link[shape], "lab_s": lab,
+        row = {"shape": shape, "algorithm": alg, "bytes": nbytes, "link_bps": args.link or rate, "lab_s": lab,
                "sim_s": sim, "ratio": ratio,
                "within": ok, "float_schedule": float_form, "steps": steps, "lab_minus_sim_per_step_s": excess,
                "lab_source": src, "error": r.get("error"), "wall_s": r.get("wall_s")}
@@ -209,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     for shape in shapes:
         if shape not in lab_sets or shape == RING[0]:  # the ring: its one size, below
             continue
-        lab = lab_medians(lab_sets[shape], sizes)
+        lab = labs[shape]
         for alg in registered():
             for n in sizes:
                 if (alg, n) in lab:
@@ -218,10 +228,10 @@ def main(argv: list[str] | None = None) -> int:
                     missing.append(f"{shape} {alg} {n // MIB} MiB")
     ring_text = ""
     if RING[0] in shapes:
-        lab = lab_medians(lab_sets[RING[0]], (RING[1],))
+        lab = labs[RING[0]]
         got = {alg: point(RING[0], alg, RING[1], *lab[(alg, RING[1])]) for alg in registered() if (alg, RING[1]) in lab}
         rd, sw = got.get("rabenseifner"), got.get("swing-bw-1port")
-        if rd and sw and rd["sim_s"] and sw["sim_s"]:
+        if rd and sw and rd["sim_s"] and sw["sim_s"] and rd["link_bps"] == sw["link_bps"]:
             lab_ratio, sim_ratio = rd["lab_s"] / sw["lab_s"], rd["sim_s"] / sw["sim_s"]
             ok = abs(sim_ratio / lab_ratio - 1) <= RING_TOLERANCE
             ring_text = (f"16-node ring, 4 MiB, rabenseifner / swing-bw-1port: lab {lab_ratio:.3f}, simulated "

@@ -31,3 +31,11 @@ def test_by_shape_counts_each_shape_and_skips_failed_points():
             {"shape": "4x4", "ratio": 1.3, "within": False}, {"shape": "8x8", "ratio": None, "within": False},
             {"shape": "8x8", "ratio": 0.9, "within": True}]
     assert validate_lab.by_shape(rows) == "4x4 1 of 2, 8x8 1 of 2"
+
+
+def test_each_point_carries_the_rate_of_the_sweep_it_came_from():
+    mixed = ("scale/lab-sync/8x8-10M-1M-burst16", "scale/lab-sync/8x8-20M-4M")
+    got = validate_lab.lab_medians(mixed, (1 << 20, 4 << 20))
+    assert {rate for _, src, rate in got.values() if "10M-1M" in src} == {10e6}
+    assert {rate for _, src, rate in got.values() if "20M-4M" in src} == {20e6}
+    assert {n for _, n in got} == {1 << 20, 4 << 20}
