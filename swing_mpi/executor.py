@@ -57,10 +57,14 @@ def _ufunc_for(op: MPI.Op):
 class Reducer:
     """``local = peer op local`` or ``local = local op peer`` on byte views.
 
-    Uses a numpy ufunc where it is exactly MPI's operation (SUM and PROD on
-    integer, float and complex types; MAX, MIN and bitwise ops on integers);
-    everything else goes through ``op.Reduce_local`` (all predefined ops and
-    datatypes, pair types for MAXLOC/MINLOC, user ops).
+    Uses a numpy ufunc where it is exactly MPI's operation (SUM on integer,
+    float and complex types, PROD on integer and float ones; MAX, MIN and
+    bitwise ops on integers); everything else goes through ``op.Reduce_local``
+    (all predefined ops and datatypes, pair types for MAXLOC/MINLOC, user ops).
+    Not complex PROD: numpy's complex multiply rounds differently in place and
+    out of place (its loops differ in fused multiply-adds), so two ranks that
+    combine the same values, one into its own buffer and one into another,
+    would not get the same bits; the MPI library's loop is one loop.
     """
 
     def __init__(self, op: MPI.Op, datatype: MPI.Datatype) -> None:
@@ -75,7 +79,7 @@ class Reducer:
             uf = _ufunc_for(op)
             kind = self.dtype.kind
             if uf is not None:
-                if (op == MPI.SUM or op == MPI.PROD) and kind in "iufc":
+                if op == MPI.SUM and kind in "iufc" or op == MPI.PROD and kind in "iuf":
                     self.ufunc = uf
                 elif kind in "iu":
                     self.ufunc = uf
