@@ -147,22 +147,34 @@ def parse_buffer(spec: Any, *, writable: bool, where: str) -> BufferSpec:
             if flags.c_contiguous and (flags.writeable or not writable):
                 data = spec.reshape(-1).view(np.uint8) if spec.size else np.zeros(0, np.uint8)
                 return BufferSpec(data, spec.size, known[0], known[1])
-    count = None
+    count: Any = None
+    displ: Any = 0
     dt = None
     if isinstance(spec, (tuple, list)):
         parts = list(spec)
-        if not 1 <= len(parts) <= 3:
-            raise ValueError(f"{where}: a buffer spec has 1 to 3 items, got {len(parts)}")
+        if not 1 <= len(parts) <= 4:
+            raise ValueError(f"{where}: a buffer spec has 1 to 4 items, got {len(parts)}")
         obj = parts[0]
         if len(parts) == 2:
-            if isinstance(parts[1], int) and not isinstance(parts[1], bool):
+            if isinstance(parts[1], (tuple, list)) or _is_int(parts[1]):
                 count = parts[1]
             else:
                 dt = parts[1]
         elif len(parts) == 3:
             count, dt = parts[1], parts[2]
-            if not (isinstance(count, int) and not isinstance(count, bool)):
-                raise TypeError(f"{where}: count must be an int, got {type(count).__name__}")
+        elif len(parts) == 4:  # [data, count, displ, datatype]
+            count, displ, dt = parts[1], parts[2], parts[3]
+        if isinstance(count, (tuple, list)):  # [data, (count, displ), datatype]
+            if len(parts) == 4 or len(count) != 2:
+                raise ValueError(f"{where}: expected (count, displacement), got {count!r}")
+            count, displ = count
+        if count is not None and not _is_int(count):
+            raise TypeError(f"{where}: count must be an int, got {type(count).__name__}")
+        if not _is_int(displ):
+            raise TypeError(f"{where}: displacement must be an int, got {type(displ).__name__}")
+        if displ < 0:
+            raise ValueError(f"{where}: displacement must be >= 0, got {displ}")
+        count, displ = None if count is None else int(count), int(displ)
     else:
         obj = spec
     if obj is None and isinstance(spec, (tuple, list)) and count in (None, 0):
@@ -190,13 +202,20 @@ def parse_buffer(spec: Any, *, writable: bool, where: str) -> BufferSpec:
         count = nbytes // extent
     elif count < 0:
         raise ValueError(f"{where}: count must be >= 0, got {count}")
-    elif count * extent > nbytes:
-        raise ValueError(f"{where}: count {count} needs {count * extent} bytes, "
+    elif (displ + count) * extent > nbytes:
+        at = f" from element {displ}" if displ else ""
+        raise ValueError(f"{where}: count {count}{at} needs {(displ + count) * extent} bytes, "
                          f"the buffer has {nbytes}")
-    data = np.frombuffer(mv.cast("B"), dtype=np.uint8)[: count * extent] if nbytes else np.zeros(0, np.uint8)
+    start = displ * extent
+    data = (np.frombuffer(mv.cast("B"), dtype=np.uint8)[start:start + count * extent] if nbytes
+            else np.zeros(0, np.uint8))
     if type(spec) is np.ndarray and len(_NUMPY_TYPES) < 64:  # inferred from the format alone
         _NUMPY_TYPES[spec.dtype] = (datatype, extent)
     return BufferSpec(data, count, datatype, extent)
+
+
+def _is_int(x: Any) -> bool:
+    return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
 
 
 def numpy_dtype(datatype: MPI.Datatype) -> np.dtype | None:
@@ -288,12 +307,42 @@ def native_bit_identical(op: MPI.Op, datatype: MPI.Datatype, exact: bool) -> boo
 
 _facts_cache: dict[tuple[int, int], tuple[bool, bool]] = {}
 
+_PREDEFINED_OPS = ("SUM", "PROD", "MAX", "MIN", "LAND", "BAND", "LOR", "BOR", "LXOR", "BXOR", "MAXLOC", "MINLOC",
+                   "REPLACE", "NO_OP")
+
+
+def check_op_on(op: MPI.Op, datatype: MPI.Datatype) -> None:
+    """Raise ``TypeError`` if the MPI library does not define the predefined ``op`` on ``datatype``.
+
+    Asked of the library itself (``Reduce_local`` on one zero element), so the answer is exactly its
+    own: ``BAND`` on ``MPI.DOUBLE``, ``MAXLOC`` on anything but a pair type, ``SUM`` on a derived type
+    are refused, as ``comm.Allreduce`` refuses them. Every rank raises alike, before any data moves;
+    found out in the middle of a schedule, only the ranks that reduce would fail and the others would
+    wait for them. A user-defined op is not called here: it defines itself for what it is given.
+    """
+    if not op.is_predefined:
+        return
+    a = np.zeros(max(datatype.extent, 1), np.uint8)
+    b = np.zeros_like(a)
+    try:
+        op.Reduce_local([a, 1, datatype], [b, 1, datatype])
+    except MPI.Exception as e:
+        name = next((f"MPI.{n}" for n in _PREDEFINED_OPS if hasattr(MPI, n) and op == getattr(MPI, n)), repr(op))
+        kind = datatype.Get_name() or ("a derived datatype" if not datatype.is_predefined else repr(datatype))
+        raise TypeError(f"op {name} is not defined on datatype {kind} "
+                        f"(the MPI library: {e.Get_error_string().strip()})") from None
+
 
 def op_facts(op: MPI.Op, datatype: MPI.Datatype) -> tuple[bool, bool]:
-    """Return ``(exact, native_ok)`` of ``op`` on ``datatype`` (cached for predefined ones)."""
+    """Return ``(exact, native_ok)`` of ``op`` on ``datatype`` (cached for predefined ones).
+
+    Raises ``TypeError`` where the MPI library does not define the op on the datatype
+    (:func:`check_op_on`; an answer that is cached is one that passed).
+    """
     key = (op.py2f(), datatype.py2f()) if op.is_predefined and datatype.is_predefined else None
     got = _facts_cache.get(key) if key is not None else None
     if got is None:
+        check_op_on(op, datatype)
         exact = is_exact(op, datatype)
         got = (exact, native_bit_identical(op, datatype, exact))
         if key is not None:
@@ -342,6 +391,8 @@ def call_args(operation: str, comm: Any, sendbuf: Any, recvbuf: Any, op: Any, re
     raises any local error, so an error on one rank reaches every rank.
     """
     check_comm_op(comm, op)
+    if op is None and operation != "allgather":
+        raise TypeError(f"op must be an MPI.Op, got None (an {operation} reduces: MPI.SUM, MPI.MAX, ...)")
     recv = parse_buffer(recvbuf, writable=True, where="recvbuf")
     send = None if is_in_place(sendbuf) else parse_buffer(sendbuf, writable=False, where="sendbuf")
     if operation == "allreduce":
@@ -373,7 +424,7 @@ def _allgather_args(comm: Any, send: BufferSpec | None, recv: BufferSpec) -> Arg
     else:
         n = send.count
         check_same_datatype(send, recv)
-        if recv.count < n * p:
+        if recv.count != n * p:
             raise ValueError(f"allgather: recvbuf has {recv.count} elements, needs {p} x {n} "
                              f"(sendbuf's count times the ranks)")
         _no_overlap(send, recv, "allgather")
@@ -439,13 +490,14 @@ def _gathered_counts(what: str, comm: Any, send: BufferSpec | None, recv: Buffer
 
 def _check_counts(recvcounts: Any, p: int) -> list[int]:
     try:
-        counts = [int(c) for c in recvcounts]
-    except (TypeError, ValueError):
-        raise TypeError(f"recvcounts must be a sequence of {p} integers, got {recvcounts!r}") from None
+        given = None if isinstance(recvcounts, (str, bytes)) else list(recvcounts)
+    except TypeError:
+        given = None
+    if given is None or not all(_is_int(c) for c in given):
+        raise TypeError(f"recvcounts must be a sequence of {p} integers, got {recvcounts!r}")
+    counts = [int(c) for c in given]
     if len(counts) != p:
         raise ValueError(f"recvcounts has {len(counts)} entries, the communicator {p} ranks")
     if any(c < 0 for c in counts):
         raise ValueError(f"recvcounts must be >= 0, got {counts}")
-    if any(not float(c).is_integer() for c in recvcounts):
-        raise ValueError(f"recvcounts must be whole numbers, got {list(recvcounts)}")
     return counts

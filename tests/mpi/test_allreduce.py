@@ -319,6 +319,11 @@ def test_bad_input_raises_before_touching_recvbuf():
         swing_mpi.allreduce(WORLD, x, y, dims=(P + 1, 2))
     with pytest.raises(TypeError, match="MPI.Op"):
         swing_mpi.allreduce(WORLD, x, y, op=np.add)
+    for algorithm in ("swing-bw", "auto", "native"):
+        with pytest.raises(TypeError, match="MPI.Op"):
+            swing_mpi.allreduce(WORLD, x, y, None, algorithm=algorithm)
+    with pytest.raises(ValueError, match="from element 2 needs"):
+        swing_mpi.allreduce(WORLD, [x, (7, 2), MPI.DOUBLE], [y, 7, MPI.DOUBLE])
     with pytest.raises(ValueError, match="count 9 needs"):
         swing_mpi.allreduce(WORLD, [x, 9, MPI.DOUBLE], [y, 9, MPI.DOUBLE])
     with pytest.raises(ValueError, match="overlap"):
@@ -350,6 +355,53 @@ def test_buffer_specs_like_mpi4py():
     y = np.full(n, -1.0)
     swing_mpi.allreduce(WORLD, [x, 3, MPI.DOUBLE], [y, 3, MPI.DOUBLE])
     assert np.allclose(y[:3], expect[:3]) and (y[3:] == -1).all()
+    # a displacement in elements, in both of mpi4py's forms: (count, displ) and count, displ
+    for algorithm in ("swing-bw", "ring", "native"):
+        y = np.full(n, -1.0)
+        swing_mpi.allreduce(WORLD, [x, (3, 2), MPI.DOUBLE], [y, 3, 4, MPI.DOUBLE], algorithm=algorithm)
+        assert np.allclose(y[4:7], expect[2:5]) and (y[:4] == -1).all() and (y[7:] == -1).all(), algorithm
+        y = x.copy()
+        swing_mpi.allreduce(WORLD, MPI.IN_PLACE, [y, (n - 1, 1), MPI.DOUBLE], algorithm=algorithm)
+        assert y[0] == x[0] and np.allclose(y[1:], expect[1:]), algorithm
+
+
+@pytest.mark.parametrize("algorithm", OURS + ["native"])
+def test_an_op_the_mpi_library_does_not_define_on_the_datatype_raises_on_every_rank(algorithm):
+    """As ``comm.Allreduce`` refuses it, on every rank and before any data moves.
+
+    Found only where a rank reduces, some ranks would raise in the middle of the schedule and the others
+    wait for them (a hang; CI's MPIEXEC_TIMEOUT would end it). Every rank reaches the checks below.
+    """
+    pair = MPI.DOUBLE.Create_contiguous(2).Commit()
+    try:
+        for n in (1, 2 * P + 3):
+            x, y = np.ones(n), np.full(n, 42.0)
+            for op in (MPI.BAND, MPI.MAXLOC, MPI.REPLACE, MPI.NO_OP):
+                with pytest.raises(TypeError, match="not defined on datatype"):
+                    swing_mpi.allreduce(WORLD, x, y, op, algorithm=algorithm)
+            with pytest.raises(TypeError, match="not defined on datatype"):
+                swing_mpi.allreduce(WORLD, [np.ones(2 * n), n, pair], [np.zeros(2 * n), n, pair], MPI.SUM,
+                                    algorithm=algorithm)
+            with pytest.raises(TypeError, match="not defined on datatype"):
+                swing_mpi.allreduce(WORLD, np.ones(n, bool), np.zeros(n, bool), MPI.BXOR, algorithm=algorithm)
+            assert (y == 42.0).all()
+        WORLD.Barrier()  # every rank got here: none is left waiting
+    finally:
+        pair.Free()
+
+
+@pytest.mark.parametrize("algorithm", OURS)
+def test_complex_products_are_bit_identical_on_every_rank(algorithm):
+    """Random complex factors (their products round), few elements, many seeds: numpy's complex multiply
+    rounds differently in place and out of place, which once made ranks differ (recdoub, odd p, one element)."""
+    cases = []
+    for dims in DIMS[:2]:
+        for n in (1, 2, 3):
+            for seed in range(12):
+                rng = np.random.default_rng([seed, R, n])
+                x = (rng.uniform(0.5, 1.5, n) + 1j * rng.uniform(-1, 1, n)).astype(np.complex128)
+                cases.append(((algorithm, dims, x, MPI.PROD), {"inplace": bool(seed % 2), "exact": False}))
+    run_cases(cases)
 
 
 def test_dlpack_only_objects_go_to_the_mpi_library():

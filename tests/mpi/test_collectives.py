@@ -335,6 +335,13 @@ def test_bad_input_is_refused_before_any_data_moves():
         swing_mpi.reduce_scatter_block(WORLD, x, x[:2])
     with pytest.raises(ValueError, match="recvbuf has"):
         swing_mpi.allgather(WORLD, np.ones(2), np.empty(2 * P - 1))
+    with pytest.raises(ValueError, match="recvbuf has"):  # as mpi4py's Allgather: no room left over
+        swing_mpi.allgather(WORLD, np.ones(2), np.empty(2 * P + 1))
+    for counts in ([2.0] * P, "2" * P, 2, [True] * P):
+        with pytest.raises(TypeError, match="recvcounts must be a sequence"):
+            swing_mpi.reduce_scatter(WORLD, x, y, counts)
+    with pytest.raises(TypeError, match="not defined on datatype"):
+        swing_mpi.reduce_scatter_block(WORLD, x, y, MPI.BAND, algorithm="swing-bw")
     with pytest.raises(ValueError, match="overlap"):
         swing_mpi.allgather(WORLD, x[:2], x)
     with pytest.raises(ValueError, match="does not match"):
