@@ -64,9 +64,16 @@ def run(args: argparse.Namespace) -> int:
     try:
         dims = tuple(parse_dims(args.dims))
         nbytes = parse_size(args.size)
+        if nbytes % DTYPES[args.dtype]:
+            raise ValueError(f"--size {args.size} is not a whole number of {args.dtype} elements "
+                             f"({DTYPES[args.dtype]} bytes each)")
         exact, native_ok = op_facts(args.dtype, args.op)
         if args.noncommutative:
             exact, native_ok = False, False
+        if args.collective != "allreduce":  # each rank gets its own block: as the API decides
+            native_ok = True
+        if args.collective == "allgather":  # nothing is reduced: the op does not matter
+            exact, args.noncommutative = True, False
         tuning: Tuning = load_tuning(args.tuning)
         if args.network:
             tuning = replace(tuning, network=args.network)

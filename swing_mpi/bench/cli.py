@@ -8,6 +8,7 @@ only inside :func:`run`.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 from collections.abc import Sequence
@@ -181,8 +182,10 @@ class Config:
         self.dtype: str = args.dtype
         # what is really sent: whole elements, at least one (8 B of float64 for --sizes 1:8); the
         # reduce-scatter and all-gather round again to whole blocks per rank when p is known
-        self.sizes = point_sizes(parse_sizes(args.sizes if args.sizes else (QUICK_SIZES if quick else DEFAULT_SIZES)),
-                                 _ITEMSIZE[self.dtype])
+        asked = parse_sizes(args.sizes if args.sizes else (QUICK_SIZES if quick else DEFAULT_SIZES))
+        self.sizes = point_sizes(asked, _ITEMSIZE[self.dtype])
+        self.rounded = sorted({n for n in asked if n not in self.sizes})
+        """Sizes asked for that are not whole elements (measured rounded: rank 0 says so)."""
         self.algorithms = parse_algorithms(args.algorithms, collective=self.collective)
         self.dims: str | None = args.dims
         self.node_env: str | None = getattr(args, "node_env", None)
@@ -228,6 +231,10 @@ class Config:
         self.bw_unit: str = args.bw_unit
         self.model_rate: float | None = args.model_link_mbps
         self.model_alpha: float | None = args.model_alpha_us
+        if self.model_rate is not None and not (math.isfinite(self.model_rate) and self.model_rate > 0):
+            raise ValueError(f"--model-link-mbps must be a finite number > 0, got {self.model_rate:g}")
+        if self.model_alpha is not None and not (math.isfinite(self.model_alpha) and self.model_alpha >= 0):
+            raise ValueError(f"--model-alpha-us must be a finite number >= 0, got {self.model_alpha:g}")
         self.model_congestion: str = getattr(args, "model_congestion", "routed")
         self.quiet: bool = args.quiet
         if self.dtype == "complex128" and self.op in ("max", "min"):
@@ -267,6 +274,10 @@ def run(args: argparse.Namespace) -> int:
         if rank == 0:
             _say(f"swing-mpi bench: {e}")
         return 2
+    if rank == 0 and cfg.rounded:
+        _say(f"swing-mpi bench: note: {', '.join(format_size(n) for n in cfg.rounded)} "
+             f"{'is' if len(cfg.rounded) == 1 else 'are'} not whole {cfg.dtype} elements "
+             f"({_ITEMSIZE[cfg.dtype]} B each); measured rounded down to whole elements (at least one)")
     t_start = time.perf_counter()
     all_rows: list[dict[str, Any]] = []
     warned: list[bool] = []

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import math
 import platform
 import socket
 import sys
@@ -144,8 +145,11 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError("--native-margin must be in [0, 1)")
         if args.settle < 0:
             raise ValueError("--settle must be 0 or more")
-        if args.drop <= 1 or args.point_time <= 0:
-            raise ValueError("--drop must be above 1 and --point-time above 0")
+        if args.warmup < 0:
+            raise ValueError("--warmup must be 0 or more")
+        if not (math.isfinite(args.drop) and args.drop > 1) or not (math.isfinite(args.point_time)
+                                                                   and args.point_time > 0):
+            raise ValueError("--drop must be a finite number above 1 and --point-time a finite number above 0")
         dims = tuple(parse_dims(args.dims, p)) if args.dims else tuple(dims_for(comm, None))
         algorithms = None
         if args.algorithms:

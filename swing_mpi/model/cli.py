@@ -87,11 +87,12 @@ def _rate_text(bps: float) -> str:
 
 
 def _crossover_text(x: float | None) -> str:
+    """``never``, ``at every size`` or ``at SIZE (bytes)``."""
     if x is None:
         return "never"
     if x == 0:
         return "at every size"
-    return f"{format_size(x)} ({x:.4g} B)"
+    return f"at {format_size(x)} ({x:.4g} B)"
 
 
 def _jsonable(c: dict) -> dict:
@@ -107,6 +108,11 @@ def run(args: argparse.Namespace) -> int:
         dims = parse_dims(args.dims)
         size = parse_size(args.size) if args.size is not None else None
         require_two_nodes(dims)
+        for flag, value, least in (("--link-gbps", args.link_gbps, None), ("--link-mbps", args.link_mbps, None),
+                                   ("--alpha-us", args.alpha_us, 0.0)):
+            if value is not None and not (math.isfinite(value) and (value > 0 if least is None else value >= least)):
+                raise ValueError(f"{flag} must be a finite number {'> 0' if least is None else '>= 0'}, "
+                                 f"got {value:g}")
     except ValueError as e:
         print(f"swing-mpi model: {e}", file=sys.stderr)
         return 2
@@ -172,13 +178,13 @@ def run(args: argparse.Namespace) -> int:
             print(f"Swing (B): Ξ = {sb['Xi']:.3f}, Ψ = {sb['Psi']:.3f}, ceiling 1/(ΨΞ) = "
                   f"{100 * sb['ceiling']:.1f}% of peak")
         if "swing-lat" in {r.algorithm for r in results} and cross["swing_bw"]:
-            print(f"Swing (L) → (B) at {_crossover_text(cross['lat_to_bw'])}")
+            print(f"Swing (L) → (B) {_crossover_text(cross['lat_to_bw'])}")
         for name, x in cross["passes_swing_bw"].items():
-            print(f"{name} passes Swing (B) at {_crossover_text(x)}")
+            print(f"{name} passes Swing (B) {_crossover_text(x)}")
         if cross["swing_bw"] and not cross["passes_swing_bw"]:
-            print("bucket / ring: not registered, no crossover to report")
+            print("bucket / ring: not among the algorithms modelled (-a), no crossover to report")
         for form, x in cross["swing_passes_trivance"].items():
-            print(f"Swing ({form[0].upper()}) passes Trivance ({form[0].upper()}) at {_crossover_text(x)}")
+            print(f"Swing ({form[0].upper()}) passes Trivance ({form[0].upper()}) {_crossover_text(x)}")
     if args.eq3:
         rows: list[dict[str, Any]] = rectangular_penalty()
         if args.json:

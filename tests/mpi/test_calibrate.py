@@ -104,6 +104,9 @@ def test_bad_arguments_fail_on_every_rank(capsys, monkeypatch):
 
     assert calibrate.main(["--sizes", "8", "--algorithms", "nope"]) == 2
     assert calibrate.main(["--sizes", "8", "--settle", "-1"]) == 2
+    for bad in (["--point-time", "nan"], ["--point-time", "0"], ["--drop", "nan"], ["--drop", "inf"],
+                ["--warmup", "-1"]):
+        assert calibrate.main(["--sizes", "8", *bad]) == 2, bad
     monkeypatch.setenv("SWING_MPI_NETWORK", "hypercube")
     config.rc.reload()
     assert calibrate.main(["--sizes", "8"]) == 2

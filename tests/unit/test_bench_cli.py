@@ -273,6 +273,8 @@ def test_defaults_and_quick():
     assert Config(_parse("--sizes", "1:16")).sizes == [8, 16]
     assert Config(_parse("--sizes", "1:16", "--dtype", "int32")).sizes == [4, 8, 16]
     assert Config(_parse("--sizes", "100", "--dtype", "uint8")).sizes == [100]
+    assert Config(_parse("--sizes", "1,12,16")).rounded == [1, 12]  # rank 0 says so on stderr
+    assert Config(_parse("--sizes", "8:64")).rounded == []
 
 
 def test_options():
@@ -291,6 +293,11 @@ def test_options():
         Config(_parse("--op", "bxor"))  # bitwise op on float64
     with pytest.raises(ValueError):
         Config(_parse("--iters", "0"))
+    for bad in (("--model-link-mbps", "0"), ("--model-link-mbps", "-3"), ("--model-link-mbps", "nan"),
+                ("--model-link-mbps", "40", "--model-alpha-us", "-1"),
+                ("--model-link-mbps", "40", "--model-alpha-us", "inf")):
+        with pytest.raises(ValueError, match="must be a finite number"):
+            Config(_parse(*bad))
     assert Config(_parse()).batch == 1 and Config(_parse("--batch", "4")).batch == 4
     with pytest.raises(ValueError, match="--batch must be >= 1"):
         Config(_parse("--batch", "0"))

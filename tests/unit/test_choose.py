@@ -446,6 +446,8 @@ def test_choose_command_errors(clean_env, capsys, monkeypatch):
 
     assert main(["choose", "--dims", "3x4", "--size", "lots"]) == 2
     assert "cannot parse size" in capsys.readouterr().err
+    assert main(["choose", "--dims", "3x4", "--size", "7", "--dtype", "float64"]) == 2
+    assert "not a whole number of float64 elements" in capsys.readouterr().err
     monkeypatch.setenv("SWING_MPI_NETWORK", "fat-tree")
     rc.reload()
     assert main(["choose", "--dims", "3x4", "--size", "4M"]) == 2
@@ -627,3 +629,19 @@ def test_choose_command_lists_a_candidate_too_large_to_route(clean_env, capsys, 
     assert main(["choose", "--dims", "4x4", "--size", "16MiB", "--network", "torus"]) == 0
     line = [x for x in capsys.readouterr().out.splitlines() if x.startswith("swing-bw ")]
     assert len(line) == 1 and "too many rank-steps" in line[0]
+
+
+def test_choose_command_decides_a_noncommutative_reduce_scatter_as_the_api_does(clean_env, capsys):
+    """Each rank gets its own block, so MPI's own collective is fine: the API runs it, the command says so."""
+    import json
+
+    from swing_mpi.cli import main
+
+    for collective in ("reduce_scatter", "allgather"):
+        assert main(["choose", "--dims", "4", "--size", "8", "--noncommutative", "--collective", collective,
+                     "--json"]) == 0
+        got = json.loads(capsys.readouterr().out)
+        assert got["native_ok"] is True, got
+    assert main(["choose", "--dims", "4", "--size", "8", "--noncommutative", "--collective", "reduce_scatter",
+                 "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["pick"] == "native"

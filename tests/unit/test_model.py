@@ -402,6 +402,14 @@ def test_cli_table_and_errors(capsys):
     assert rc == 2 and "unknown algorithm" in out.err
     rc, out = _cli(["--dims", "8y8"], capsys)
     assert rc == 2
+    for bad in (["--link-gbps", "0"], ["--link-mbps", "-1"], ["--link-gbps", "inf"], ["--alpha-us", "nan"],
+                ["--alpha-us", "-5"]):
+        rc, out = _cli(["--dims", "4x4", "--size", "4MiB", "--json", *bad], capsys)
+        assert rc == 2 and "must be a finite number" in out.err, (bad, out)
+    rc, out = _cli(["--dims", "4x4", "--size", "4MiB", "-a", "swing-bw"], capsys)
+    assert rc == 0 and "at at" not in out.out and "not among the algorithms modelled" in out.out
+    rc, out = _cli(["--dims", "4x4", "--size", "4MiB"], capsys)
+    assert rc == 0 and "at at" not in out.out and "at never" not in out.out
     for dims in ("1", "1x1x1"):  # one node: nothing to model (its goodput would be infinite), an error
         rc, out = _cli(["--dims", dims, "--size", "1MiB"], capsys)
         assert rc == 2 and "make one node" in out.err, out
