@@ -356,12 +356,15 @@ def test_buffer_specs_like_mpi4py():
     swing_mpi.allreduce(WORLD, [x, 3, MPI.DOUBLE], [y, 3, MPI.DOUBLE])
     assert np.allclose(y[:3], expect[:3]) and (y[3:] == -1).all()
     # a displacement in elements, in both of mpi4py's forms: (count, displ) and count, displ
+    m = 2 * P + 8
+    x = np.arange(m, dtype=np.float64) + R
+    expect = np.arange(m) * P + P * (P - 1) / 2
     for algorithm in ("swing-bw", "ring", "native"):
-        y = np.full(n, -1.0)
+        y = np.full(m, -1.0)
         swing_mpi.allreduce(WORLD, [x, (3, 2), MPI.DOUBLE], [y, 3, 4, MPI.DOUBLE], algorithm=algorithm)
         assert np.allclose(y[4:7], expect[2:5]) and (y[:4] == -1).all() and (y[7:] == -1).all(), algorithm
         y = x.copy()
-        swing_mpi.allreduce(WORLD, MPI.IN_PLACE, [y, (n - 1, 1), MPI.DOUBLE], algorithm=algorithm)
+        swing_mpi.allreduce(WORLD, MPI.IN_PLACE, [y, (m - 1, 1), MPI.DOUBLE], algorithm=algorithm)
         assert y[0] == x[0] and np.allclose(y[1:], expect[1:]), algorithm
 
 
@@ -392,8 +395,11 @@ def test_an_op_the_mpi_library_does_not_define_on_the_datatype_raises_on_every_r
 
 @pytest.mark.parametrize("algorithm", OURS)
 def test_complex_products_are_bit_identical_on_every_rank(algorithm):
-    """Random complex factors (their products round), few elements, many seeds: numpy's complex multiply
-    rounds differently in place and out of place, which once made ranks differ (recdoub, odd p, one element)."""
+    """Random complex factors (their products round), few elements, many seeds.
+
+    numpy's complex multiply rounds differently in place and out of place, which once made ranks
+    differ (recdoub, odd p, one element).
+    """
     cases = []
     for dims in DIMS[:2]:
         for n in (1, 2, 3):
