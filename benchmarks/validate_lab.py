@@ -101,15 +101,6 @@ def sweep_rate_bps(folder: str) -> float:
     return float(env["rate_mbit"]) * 1e6
 
 
-def lab_rate_bps(dirs: tuple[str, ...]) -> float:
-    """Return the link rate (bits/s) the stored lab sweeps ran at; ValueError if they differ."""
-    rates = {d: sweep_rate_bps(d) for d in dirs}
-    if len(set(rates.values())) != 1:
-        raise ValueError("lab sweeps of one shape ran at different rates: "
-                         + ", ".join(f"{d} {r / 1e6:g} Mbit/s" for d, r in rates.items()))
-    return next(iter(rates.values()))
-
-
 def lab_medians(dirs: tuple[str, ...], sizes: tuple[int, ...]) -> dict[tuple[str, int], tuple[float, str, float]]:
     """Return (algorithm, bytes) -> (median seconds, source file, link rate in bits/s) from stored lab sweeps.
 

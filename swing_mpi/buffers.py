@@ -26,7 +26,7 @@ import numpy as np
 from mpi4py import MPI
 
 __all__ = ["BufferSpec", "DeviceBuffer", "Args", "parse_buffer", "is_in_place", "numpy_dtype", "check_comm_op",
-           "check_same_datatype", "call_args", "is_exact", "native_bit_identical"]
+           "check_same_datatype", "call_args", "is_exact", "native_bit_identical", "check_op_on", "OP_NAMES"]
 
 
 class DeviceBuffer(Exception):  # noqa: N818 (a signal to hand the call over, not an error)
@@ -307,8 +307,9 @@ def native_bit_identical(op: MPI.Op, datatype: MPI.Datatype, exact: bool) -> boo
 
 _facts_cache: dict[tuple[int, int], tuple[bool, bool]] = {}
 
-_PREDEFINED_OPS = ("SUM", "PROD", "MAX", "MIN", "LAND", "BAND", "LOR", "BOR", "LXOR", "BXOR", "MAXLOC", "MINLOC",
-                   "REPLACE", "NO_OP")
+OP_NAMES = ("SUM", "PROD", "MAX", "MIN", "LAND", "BAND", "LOR", "BOR", "LXOR", "BXOR", "MAXLOC", "MINLOC",
+            "REPLACE", "NO_OP")
+"""The predefined ops, by their names in ``MPI`` (for messages)."""
 
 
 def check_op_on(op: MPI.Op, datatype: MPI.Datatype) -> None:
@@ -327,7 +328,7 @@ def check_op_on(op: MPI.Op, datatype: MPI.Datatype) -> None:
     try:
         op.Reduce_local([a, 1, datatype], [b, 1, datatype])
     except MPI.Exception as e:
-        name = next((f"MPI.{n}" for n in _PREDEFINED_OPS if hasattr(MPI, n) and op == getattr(MPI, n)), repr(op))
+        name = next((f"MPI.{n}" for n in OP_NAMES if hasattr(MPI, n) and op == getattr(MPI, n)), repr(op))
         kind = datatype.Get_name() or ("a derived datatype" if not datatype.is_predefined else repr(datatype))
         raise TypeError(f"op {name} is not defined on datatype {kind} "
                         f"(the MPI library: {e.Get_error_string().strip()})") from None

@@ -37,7 +37,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from mpi4py import MPI
 
-from .buffers import check_comm_op
+from .buffers import OP_NAMES, check_comm_op
 from .config import rc
 from .state import comm_state
 from .waiting import wait_collective
@@ -48,9 +48,6 @@ __all__ = ["CollectiveMismatchError", "SIGNATURE_LEN", "MAX_DIMS", "OPERATIONS",
 
 MAX_DIMS = 32
 """Dims compared one by one (the executor supports tori of up to 32 dimensions)."""
-
-_OP_NAMES = ("SUM", "PROD", "MAX", "MIN", "LAND", "BAND", "LOR", "BOR", "LXOR", "BXOR", "MAXLOC", "MINLOC",
-             "REPLACE", "NO_OP")
 
 OPERATIONS = ("allreduce", "reduce_scatter_block", "reduce_scatter", "allgather")
 """The collectives the check knows (a signature stores the index)."""
@@ -128,7 +125,7 @@ def _datatype_name(row: np.ndarray) -> str:
 def _op_name(row: np.ndarray) -> str:
     if row[_OP_KIND] == _PREDEFINED:
         code = int(row[_OP_CODE])
-        for name in _OP_NAMES:
+        for name in OP_NAMES:
             op = getattr(MPI, name, None)
             if op is not None and op.py2f() == code:
                 return f"MPI.{name}"

@@ -8,9 +8,10 @@ in OSU's and nccl-tests' size arguments. So ``4M`` is 4 MiB in ``bench``,
 
 from __future__ import annotations
 
+import math
 import re
 
-__all__ = ["parse_size", "parse_sizes", "format_size", "short_size"]
+__all__ = ["parse_size", "parse_sizes", "format_size", "short_size", "require_finite"]
 
 _SUFFIX = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 _SIZE_RE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([kKmMgGtT]?)(?:i?[bB])?\s*")
@@ -87,3 +88,11 @@ def format_size(n: float) -> str:
 def short_size(n: float) -> str:
     """Format bytes compactly, as :func:`parse_size` reads them back: ``1048576`` → ``"1M"``."""
     return format_size(n).replace(" B", "").replace("iB", "").replace(" ", "")
+
+
+def require_finite(flag: str, value: float, *, above: float | None = None, at_least: float | None = None) -> None:
+    """Raise ``ValueError`` unless ``value`` (the option ``flag``) is finite and ``> above`` / ``>= at_least``."""
+    ok = math.isfinite(value) and (above is None or value > above) and (at_least is None or value >= at_least)
+    if not ok:
+        bound = f" > {above:g}" if above is not None else f" >= {at_least:g}" if at_least is not None else ""
+        raise ValueError(f"{flag} must be a finite number{bound}, got {value:g}")

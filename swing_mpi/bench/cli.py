@@ -8,14 +8,13 @@ only inside :func:`run`.
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 import time
 from collections.abc import Sequence
 from typing import Any
 
 from ..schedule import AUTO, NATIVE
-from ..units import format_size, parse_size, parse_sizes, short_size
+from ..units import format_size, parse_size, parse_sizes, require_finite, short_size
 from .measure import DEFAULT_MAX_BYTES, collective_function, placed_comm, point_sizes, resolve_dims, run_bench
 from .plot import plot_results, plot_title
 from .results import (
@@ -231,10 +230,10 @@ class Config:
         self.bw_unit: str = args.bw_unit
         self.model_rate: float | None = args.model_link_mbps
         self.model_alpha: float | None = args.model_alpha_us
-        if self.model_rate is not None and not (math.isfinite(self.model_rate) and self.model_rate > 0):
-            raise ValueError(f"--model-link-mbps must be a finite number > 0, got {self.model_rate:g}")
-        if self.model_alpha is not None and not (math.isfinite(self.model_alpha) and self.model_alpha >= 0):
-            raise ValueError(f"--model-alpha-us must be a finite number >= 0, got {self.model_alpha:g}")
+        if self.model_rate is not None:
+            require_finite("--model-link-mbps", self.model_rate, above=0)
+        if self.model_alpha is not None:
+            require_finite("--model-alpha-us", self.model_alpha, at_least=0)
         self.model_congestion: str = getattr(args, "model_congestion", "routed")
         self.quiet: bool = args.quiet
         if self.dtype == "complex128" and self.op in ("max", "min"):

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
-import math
 import platform
 import socket
 import sys
@@ -33,7 +32,7 @@ from ..schedule import ALGORITHMS, NATIVE
 from ..state import dims_for
 from ..topology import parse_dims
 from ..tuning import Tuning, default_tuning_path, network_override, save_tuning, tuning_path
-from ..units import format_size, parse_size, parse_sizes
+from ..units import format_size, parse_size, parse_sizes, require_finite
 from .measuring import (
     DEFAULT_DROP,
     DEFAULT_DROP_FROM,
@@ -147,9 +146,8 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError("--settle must be 0 or more")
         if args.warmup < 0:
             raise ValueError("--warmup must be 0 or more")
-        if not (math.isfinite(args.drop) and args.drop > 1) or not (math.isfinite(args.point_time)
-                                                                   and args.point_time > 0):
-            raise ValueError("--drop must be a finite number above 1 and --point-time a finite number above 0")
+        require_finite("--drop", args.drop, above=1)
+        require_finite("--point-time", args.point_time, above=0)
         dims = tuple(parse_dims(args.dims, p)) if args.dims else tuple(dims_for(comm, None))
         algorithms = None
         if args.algorithms:

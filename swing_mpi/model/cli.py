@@ -19,7 +19,7 @@ from typing import Any
 
 from ..schedule import ALGORITHMS
 from ..topology import parse_dims, require_two_nodes
-from ..units import format_size, parse_size
+from ..units import format_size, parse_size, require_finite
 from .cost import (
     CONGESTION,
     DEFAULT_ALPHA,
@@ -108,11 +108,10 @@ def run(args: argparse.Namespace) -> int:
         dims = parse_dims(args.dims)
         size = parse_size(args.size) if args.size is not None else None
         require_two_nodes(dims)
-        for flag, value, least in (("--link-gbps", args.link_gbps, None), ("--link-mbps", args.link_mbps, None),
-                                   ("--alpha-us", args.alpha_us, 0.0)):
-            if value is not None and not (math.isfinite(value) and (value > 0 if least is None else value >= least)):
-                raise ValueError(f"{flag} must be a finite number {'> 0' if least is None else '>= 0'}, "
-                                 f"got {value:g}")
+        for flag, rate in (("--link-gbps", args.link_gbps), ("--link-mbps", args.link_mbps)):
+            if rate is not None:
+                require_finite(flag, rate, above=0)
+        require_finite("--alpha-us", args.alpha_us, at_least=0)
     except ValueError as e:
         print(f"swing-mpi model: {e}", file=sys.stderr)
         return 2
