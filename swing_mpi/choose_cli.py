@@ -68,12 +68,13 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError(f"--size {args.size} is not a whole number of {args.dtype} elements "
                              f"({DTYPES[args.dtype]} bytes each)")
         exact, native_ok = op_facts(args.dtype, args.op)
-        if args.noncommutative:
+        noncommutative = args.noncommutative and args.collective != "allgather"  # an all-gather reduces nothing
+        if noncommutative:
             exact, native_ok = False, False
         if args.collective != "allreduce":  # each rank gets its own block: as the API decides
             native_ok = True
         if args.collective == "allgather":  # nothing is reduced: the op does not matter
-            exact, args.noncommutative = True, False
+            exact = True
         tuning: Tuning = load_tuning(args.tuning)
         if args.network:
             tuning = replace(tuning, network=args.network)
@@ -82,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"swing-mpi choose: pricing every candidate on {'x'.join(map(str, dims))} routes the schedules "
                   f"of many of its {p} ranks (up to a minute; kept in the model's disk cache for later runs)",
                   file=sys.stderr, flush=True)
-        d = explain(p, dims, nbytes, exact=exact, commutative=not args.noncommutative, native_ok=native_ok,
+        d = explain(p, dims, nbytes, exact=exact, commutative=not noncommutative, native_ok=native_ok,
                     tuning=tuning, collective=args.collective)
     except ValueError as err:
         print(f"swing-mpi choose: {err}", file=sys.stderr)
@@ -91,14 +92,14 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({
             "pick": d.algorithm, "decided_by": d.why, "collective": args.collective, "dims": list(dims), "p": p,
-            "nbytes": nbytes, "dtype": args.dtype, "op": "noncommutative" if args.noncommutative else args.op,
+            "nbytes": nbytes, "dtype": args.dtype, "op": "noncommutative" if noncommutative else args.op,
             "exact": exact, "native_ok": native_ok, "network": network_for(tuning, dims), "tuning": tuning.source,
             "tried_first": list(d.tried),
             "candidates": [{"algorithm": e.algorithm, "seconds": e.seconds, "source": e.source, "detail": e.detail}
                            for e in d.estimates],
         }, indent=1))
         return 0
-    op = "non-commutative op" if args.noncommutative else f"{args.dtype} {args.op.upper()}"
+    op = "non-commutative op" if noncommutative else f"{args.dtype} {args.op.upper()}"
     print(f"# {args.collective} of {format_size(nbytes)} {op} on {shape} (p={p}); "
           f"{'exact' if exact else 'inexact'} op; network {network_for(tuning, dims)}; tuning: {tuning.source}")
     print(f"auto runs: {d.algorithm}  (decided by {d.why})")
