@@ -42,3 +42,6 @@ if [ -z "${SWING_MPI_NO_SIMGRID:-}" ] && ! "$VENV/bin/python" -c "import simgrid
     echo "== no SimGrid module for this venv's Python ($suffix): the simulator's tests will skip" >&2
   fi
 fi
+# The engine's compiled core (swing_mpi/_core.c) for this venv's MPI: built once into $VENV/var/swing_mpi, seconds
+# with a C compiler; without one the pure Python engine runs (same bits) and this says why.
+"$VENV/bin/python" -m swing_mpi.native --build >&2 || echo "== the compiled core was not built: the Python engine will run" >&2

@@ -20,7 +20,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 __all__ = ["Config", "rc", "VARIABLES", "WAITS", "NETWORKS", "CONTEXTS", "ON", "OFF", "parse_timeout",
-           "parse_sleep_us", "parse_wait", "parse_switch", "parse_network", "parse_contexts"]
+           "parse_sleep_us", "parse_wait", "ENGINES", "DEFAULT_SEGMENT", "parse_engine", "parse_threads",
+           "parse_segment", "parse_switch", "parse_network", "parse_contexts"]
 
 WAITS = ("yield", "spin", "backoff")
 """Wait policies (:mod:`swing_mpi.waiting`); ``auto`` (or unset) picks one per communicator."""
@@ -28,6 +29,11 @@ NETWORKS = ("torus", "flat")
 """Network kinds the cost model knows (``$SWING_MPI_NETWORK``)."""
 CONTEXTS = ("raw", "thread", "ucontext", "boost")
 """SimGrid's context factories (``$SWING_MPI_SIMGRID_CONTEXTS``, :mod:`swing_mpi.netsim.engine`)."""
+DEFAULT_SEGMENT = 1 << 20
+"""Bytes of a segment when ``$SWING_MPI_SEGMENT`` is unset: a longer message goes as several, each
+reduced as soon as it is in while the next ones are on the wire."""
+ENGINES = ("auto", "c", "python")
+"""Executors (``$SWING_MPI_ENGINE``): the compiled core where it loads (``auto``), insisted on, or never."""
 ON = ("on", "1", "yes", "true")
 OFF = ("off", "0", "no", "false")
 
@@ -103,6 +109,39 @@ def parse_contexts(text: str | None) -> str | None:
     return _parse_choice("SWING_MPI_SIMGRID_CONTEXTS", "a SimGrid context factory", CONTEXTS, text)
 
 
+def parse_engine(text: str | None) -> str:
+    """Return ``$SWING_MPI_ENGINE``: one of :data:`ENGINES` (unset: ``auto``)."""
+    return _parse_choice("SWING_MPI_ENGINE", "an engine", ENGINES, text) or "auto"
+
+
+def parse_threads(text: str | None) -> int | None:
+    """Return ``$SWING_MPI_THREADS`` (threads a rank reduces with; unset or ``auto``: the node's spare cores)."""
+    v = (text or "").strip().lower()
+    if v in ("", "auto"):
+        return None
+    if not v.isdigit() or not 1 <= int(v) <= 64:
+        raise ValueError(f"SWING_MPI_THREADS={text!r}: expected auto or a whole number of threads, 1 to 64")
+    return int(v)
+
+
+def parse_segment(text: str | None) -> int:
+    """Return ``$SWING_MPI_SEGMENT`` in bytes (messages longer than this are cut; 0: never). Default 1 MiB.
+
+    Takes a byte count with an optional binary suffix (``256K``, ``1M``). Every rank must use the same value.
+    """
+    v = (text or "").strip().upper().removesuffix("B").removesuffix("I")
+    if not v:
+        return DEFAULT_SEGMENT
+    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(v[-1:], 1)
+    digits = v[:-1] if scale > 1 else v
+    if not digits.isdigit():
+        raise ValueError(f"SWING_MPI_SEGMENT={text!r}: expected bytes (e.g. 1M, 262144 or 0 for no segments)")
+    n = int(digits) * scale
+    if 0 < n < 4096:
+        raise ValueError(f"SWING_MPI_SEGMENT={text!r}: a segment is at least 4096 bytes (or 0: none)")
+    return n
+
+
 def _text(text: str | None) -> str | None:
     return (text or "").strip() or None
 
@@ -127,6 +166,9 @@ _SPEC: tuple[tuple[str, str, Callable[[str | None], Any], bool], ...] = (
     ("SWING_MPI_MODEL_CACHE", "model_cache", _model_cache, False),
     ("SWING_MPI_ENGINE_COSTS", "engine_costs", _text, False),
     ("SWING_MPI_SIMGRID_CONTEXTS", "simgrid_contexts", parse_contexts, False),
+    ("SWING_MPI_ENGINE", "engine", parse_engine, False),
+    ("SWING_MPI_THREADS", "threads", parse_threads, False),
+    ("SWING_MPI_SEGMENT", "segment", parse_segment, False),
 )
 VARIABLES: dict[str, str] = {var: attr for var, attr, _, _ in _SPEC}
 """Variable -> attribute of :class:`Config`."""
@@ -150,6 +192,9 @@ class Config:
         model_cache: folder of the model's coefficient cache, ``off``, or None (the user cache folder).
         engine_costs: the engine preset's file (:mod:`swing_mpi.probe`; None: the user config folder's).
         simgrid_contexts: SimGrid's context factory for the simulator (None: ``raw``).
+        engine: ``auto`` (the compiled core where it loads), ``c`` (insist) or ``python``.
+        threads: threads a rank reduces large blocks with (None: the node's cores over its ranks).
+        segment: bytes of a segment (messages longer are cut so reduction overlaps the wire; 0: never).
     """
 
     algorithm: str | None
@@ -165,6 +210,9 @@ class Config:
     model_cache: str | None
     engine_costs: str | None
     simgrid_contexts: str | None
+    engine: str
+    threads: int | None
+    segment: int
     _problems: dict[str, str]
 
     def __init__(self, environ: Mapping[str, str] | None = None) -> None:
@@ -211,6 +259,8 @@ class Config:
             pass
         elif isinstance(value, (int, float)) and not isinstance(value, bool) and attr in ("timeout", "sleep_us"):
             value = parse(repr(float(value)))
+        elif isinstance(value, int) and not isinstance(value, bool) and attr in ("threads", "segment"):
+            value = parse(str(value))
         else:
             raise TypeError(f"swing_mpi.rc.{attr}: {type(value).__name__} is not accepted")
         object.__setattr__(self, attr, value)

@@ -12,6 +12,12 @@ starts only when every lane has finished the step. In each step the lanes of a r
 ports, and lanes left to run ahead would drift onto a port another lane still uses. Received data
 is applied only after its lane's whole step has completed, so buffers in flight are never modified.
 
+Two engines run a plan and give the same bits: the compiled core (:mod:`swing_mpi.native`, the
+default where it builds), which runs a plan's whole program (:mod:`swing_mpi.program`) in one call
+from Python, reducing each block as soon as its message is in and large blocks on several threads;
+and the pure-Python loop below, which applies a lane's data when its whole step is in. Both post
+the same messages in the same order (``$SWING_MPI_ENGINE`` picks).
+
 Hangs: with ``$SWING_MPI_TIMEOUT``, a wait that sees no completion for that long raises
 :class:`TimeoutError` naming the operation, the algorithm, the step and the peers that did not
 answer. The plan then refuses further use (its messages stay posted); the job should end.
@@ -28,14 +34,18 @@ from typing import Any, cast
 import numpy as np
 from mpi4py import MPI
 
-from .buffers import numpy_dtype
+from . import native
 from .config import rc
+from .program import compile_program, kernel_for
+from .reducer import Reducer, op_name
 from .schedule.base import REDUCE, Schedule
 from .transfers import SourcePlan, Xfer, compile_lanes, free_types, plan_sources
-from .waiting import END_THE_JOB, default_policy, rank_name, wait_all, wait_some
+from .waiting import END_THE_JOB, default_policy, keep_alive, rank_name, wait_all, wait_some
 
-__all__ = ["Plan", "Reducer", "TAG_BASE", "MAX_LANES", "TAG_SEQS"]
+__all__ = ["Plan", "CollectiveError", "TAG_BASE", "MAX_LANES", "TAG_SEQS", "POLICY_CODES"]
 
+REDUCE_MIN_BYTES = 256 << 10
+"""The compiled core splits a reduction over its threads in parts of at least this many bytes."""
 TAG_BASE = 16
 MAX_LANES = 64
 """At most 64 lanes (2D ≤ 64: tori of up to 32 dimensions)."""
@@ -45,90 +55,37 @@ TAG_SEQS = 256
 (at most 16400, below the 32767 every MPI guarantees)."""
 
 
-def _ufunc_for(op: MPI.Op):
-    for mpi_op, uf in ((MPI.SUM, np.add), (MPI.PROD, np.multiply), (MPI.MAX, np.maximum),
-                       (MPI.MIN, np.minimum), (MPI.BAND, np.bitwise_and),
-                       (MPI.BOR, np.bitwise_or), (MPI.BXOR, np.bitwise_xor)):
-        if op == mpi_op:
-            return uf
-    return None
+POLICY_CODES = {"spin": 0, "yield": 1, "backoff": 2}
+"""The wait policies as the compiled core numbers them."""
 
 
-class Reducer:
-    """``local = peer op local`` or ``local = local op peer`` on byte views.
+class CollectiveError(MPI.Exception):
+    """An MPI error inside one of our collectives, said with where it happened and what probably caused it.
 
-    Uses a numpy ufunc where it is exactly MPI's operation (SUM on integer,
-    float and complex types, PROD on integer and float ones; MAX, MIN and
-    bitwise ops on integers); everything else goes through ``op.Reduce_local``
-    (all predefined ops and datatypes, pair types for MAXLOC/MINLOC, user ops).
-    Not complex PROD: numpy's complex multiply rounds differently in place and
-    out of place (its loops differ in fused multiply-adds), so two ranks that
-    combine the same values, one into its own buffer and one into another,
-    would not get the same bits; the MPI library's loop is one loop.
+    An ``MPI.Exception`` (``Get_error_code()`` is MPI's code), so code that catches MPI's errors catches it.
     """
 
-    def __init__(self, op: MPI.Op, datatype: MPI.Datatype) -> None:
-        """Pick the ufunc for ``op`` on ``datatype``, if one is exactly MPI's operation."""
-        self.op = op
-        self.datatype = datatype
-        self.extent = datatype.extent
-        self.ufunc: np.ufunc | None = None
-        self.dtype = numpy_dtype(datatype)
-        self._view = self.dtype if self.dtype is not None else np.dtype(np.uint8)
-        if self.dtype is not None:
-            uf = _ufunc_for(op)
-            kind = self.dtype.kind
-            if uf is not None:
-                if op == MPI.SUM and kind in "iufc" or op == MPI.PROD and kind in "iuf":
-                    self.ufunc = uf
-                elif kind in "iu":
-                    self.ufunc = uf
-        self._tmp = np.empty(0, np.uint8)
+    def __init__(self, code: int, message: str) -> None:
+        """Keep MPI's ``code`` and our ``message``."""
+        super().__init__(code)
+        self.message = message
 
-    def __call__(self, peer: np.ndarray, local: np.ndarray, peer_first: bool) -> None:
-        """Reduce the bytes ``peer`` into ``local`` (``peer_first``: ``peer op local``)."""
-        n = len(local) // self.extent
-        if not n:
-            return
-        if self.ufunc is not None:
-            a = peer.view(self._view)
-            b = local.view(self._view)
-            if peer_first:
-                self.ufunc(a, b, out=b)
-            else:
-                self.ufunc(b, a, out=b)
-            return
-        if peer_first:
-            self.op.Reduce_local([peer, n, self.datatype], [local, n, self.datatype])
-        else:
-            # local op peer: reduce into the peer's (scratch) copy, then copy back
-            self.op.Reduce_local([local, n, self.datatype], [peer, n, self.datatype])
-            local[...] = peer
-
-    def first(self, peer: np.ndarray, given: np.ndarray, local: np.ndarray, peer_first: bool) -> None:
-        """``local = peer op given`` (``given op peer``): the first reduction into bytes still only in the input."""
-        if self.ufunc is not None and len(local) // self.extent:
-            a = peer.view(self._view)
-            g = given.view(self._view)
-            b = local.view(self._view)
-            if peer_first:
-                self.ufunc(a, g, out=b)
-            else:
-                self.ufunc(g, a, out=b)
-            return
-        local[...] = given
-        self(peer, local, peer_first)
+    def __str__(self) -> str:
+        """Return the message."""
+        return self.message
 
 
 class Plan:
     """A schedule bound to a communicator, a datatype and an op."""
 
     def __init__(self, comm: MPI.Intracomm, schedule: Schedule, datatype: MPI.Datatype, op: MPI.Op, *,
-                 wait: str | None = None) -> None:
+                 wait: str | None = None, threads: int | None = None) -> None:
         """Resolve every transfer of ``schedule`` to byte ranges and carve the scratch buffers.
 
         ``wait``: the wait policy (:mod:`swing_mpi.waiting`; default ``$SWING_MPI_WAIT``, else ``yield``).
-        ``$SWING_MPI_TIMEOUT`` and ``$SWING_MPI_DATATYPES`` are taken from :data:`swing_mpi.config.rc` now.
+        ``threads``: threads the compiled core reduces large blocks with (default ``$SWING_MPI_THREADS``, else 1).
+        ``$SWING_MPI_TIMEOUT``, ``$SWING_MPI_DATATYPES``, ``$SWING_MPI_SEGMENT`` and ``$SWING_MPI_ENGINE`` are
+        taken from :data:`swing_mpi.config.rc` now.
         """
         self.comm = comm
         self.schedule = schedule
@@ -140,7 +97,9 @@ class Plan:
         self.work_bytes = self.vec_bytes * schedule.slots
         if len(schedule.lanes) > MAX_LANES:
             raise ValueError(f"{len(schedule.lanes)} lanes: at most {MAX_LANES} are supported")
-        compiled = compile_lanes(schedule, datatype, datatypes=rc.datatypes)
+        self.segment = rc.segment
+        """Bytes of a segment: longer messages go as several (the same on every rank: both ends cut alike)."""
+        compiled = compile_lanes(schedule, datatype, datatypes=rc.datatypes, segment=self.segment)
         self.lanes = compiled.lanes
         self.scratch = compiled.scratch
         self.types = compiled.types
@@ -170,6 +129,36 @@ class Plan:
         self._reqs: list[MPI.Request] = []
         self._owner: list[int] = []
         self._peers: list[tuple[int, str]] = []
+        self.threads = max(1, threads if threads is not None else rc.threads or 1)
+        """Threads the compiled core reduces a large block with."""
+        self._core = native.load() if self.vec_bytes else None
+        self._kernel = kernel_for(op_name(op), self.reduce.dtype, self.reduce.ufunc is not None)
+        if self._kernel is None:
+            self._core = None
+        self.engine = "c" if self._core is not None else "python"
+        """Which engine runs this plan: ``c`` (the compiled core) or ``python``."""
+        self._engines: dict[tuple[bool, bool], Any] = {}
+        self._eng: Any = None
+        """The compiled core's engine of the operation in progress (None: the Python loop runs it)."""
+        self._fast: Any = self._engine(False, False) if schedule.slots == 1 else None
+        """The engine of an in-place call (what the repeat path runs), if the compiled core runs this plan."""
+        self._policy = POLICY_CODES.get(self.wait_policy, 1)
+        self._timeout_c = -1.0 if self.timeout is None else float(self.timeout)
+
+    def _engine(self, has_src: bool, has_out: bool) -> Any:
+        """Return the compiled core's engine for a call with (or without) a separate input and an out buffer."""
+        if self._core is None:
+            return None
+        key = (has_src, has_out)
+        eng = self._engines.get(key)
+        if eng is None:
+            prog = compile_program(self.lanes, self.scratch, self.types, self.ext, has_src=has_src, has_out=has_out,
+                                   slots=self.schedule.slots, vec_bytes=self.vec_bytes)
+            op, dt = self.reduce.op, self.datatype
+            eng = self._engines[key] = self._core.Engine(
+                prog.tobytes(), self.comm.py2f(), dt.py2f(), op.py2f(), tuple(t.py2f() for t in self.types),
+                self._kernel, self.ext, self.threads, REDUCE_MIN_BYTES)
+        return eng
 
     def _post_recvs(self, xs: list[Xfer], work: np.ndarray, tag: int) -> list[MPI.Request]:
         reqs: list[MPI.Request] = []
@@ -278,7 +267,17 @@ class Plan:
         it selects the tags, so operations in flight at the same time on one
         communicator never match each other's messages.
         """
-        self._begin(result, source, seq, out)
+        work = self._begin(result, source, seq, out)
+        if self._core is not None:
+            eng = self._eng = self._engine(self._src is not None, self._out is not None)
+            self.active = True
+            r = eng.start(work, self._src, self._out, self.scratch, self._tag)
+            if r is True:
+                self._finish()
+            elif r is not False:
+                self._core_failed(eng, r)
+            return
+        self._eng = None
         nl = len(self.lanes)
         self._pos = [0] * nl
         self._left = [0] * nl
@@ -293,11 +292,26 @@ class Plan:
     def test(self) -> bool:
         """Make progress without blocking; true once the allreduce is complete."""
         if self.active:
-            self._progress(block=False)
+            eng = self._eng
+            if eng is None:
+                self._progress(block=False)
+            else:
+                r = eng.test()
+                if r is True:
+                    self._finish()
+                elif r is not False:
+                    self._core_failed(eng, r)
         return not self.active
 
     def wait(self) -> None:
         """Block until the allreduce is complete."""
+        eng = self._eng
+        if eng is not None and self.active:
+            r = eng.wait(self._policy, self._timeout_c, rc.sleep_us)
+            if r is not True:
+                self._core_failed(eng, r)
+            self._finish()
+            return
         while self.active:
             self._progress(block=True)
 
@@ -308,6 +322,24 @@ class Plan:
         With one lane, the same steps without the bookkeeping that lets several
         lanes progress together (that bookkeeping dominates small calls).
         """
+        eng = self._fast
+        if eng is not None and source is None and out is None and not self.active:
+            r = eng.run(result, None, None, self.scratch, TAG_BASE + (seq % TAG_SEQS) * MAX_LANES, self._policy,
+                        self._timeout_c, rc.sleep_us)
+            if r is not True:
+                self._result = self._work = result
+                self._core_failed(eng, r)
+            return
+        if self._core is not None:
+            work = self._begin(result, source, seq, out)
+            eng = self._engine(self._src is not None, self._out is not None)
+            self.active = True
+            r = eng.run(work, self._src, self._out, self.scratch, self._tag, self._policy, self._timeout_c,
+                        rc.sleep_us)
+            if r is not True:
+                self._core_failed(eng, r)
+            self._finish()
+            return
         if len(self.lanes) != 1:
             self.start(result, source, seq=seq, out=out)
             self.wait()
@@ -447,7 +479,7 @@ class Plan:
         self._result = self._work = None
         self.active = False
 
-    def _timed_out(self, pending: list[tuple[int, int, MPI.Request, tuple[int, str]]]) -> None:
+    def _timed_out(self, pending: list[tuple[int, int, MPI.Request | None, tuple[int, str]]]) -> None:
         """Raise :class:`TimeoutError` for the requests of ``pending`` (lane, step, request, (peer, what)).
 
         The plan is marked broken: its requests stay posted into its buffers, so it must not run again.
@@ -455,7 +487,7 @@ class Plan:
         waiting: dict[int, list[str]] = {}
         steps: set[tuple[int, int]] = set()
         for lane, step, req, (peer, what) in pending:
-            if req != MPI.REQUEST_NULL and not req.Test():
+            if req is None or req != MPI.REQUEST_NULL and not req.Test():
                 waiting.setdefault(peer, []).append(what)
                 steps.add((lane, step))
         me = self.comm.Get_rank()
@@ -471,5 +503,45 @@ class Plan:
                    f"(SWING_MPI_TIMEOUT); the collective is broken, {END_THE_JOB}")
         self.broken = f"an earlier wait timed out: {message}"
         self.active = False
+        self._fast = None
         self._result = self._work = self._src = None
         raise TimeoutError(message)
+
+    def _core_failed(self, eng: Any, r: Any) -> None:
+        """Raise for the compiled core's outcome ``r``: 2 timed out, -1 an MPI error (see :meth:`_mpi_error`)."""
+        if r == 2:
+            step, pending = eng.pending()
+            keep_alive((eng, self._work, self._src, self._out, self.scratch))  # its messages stay posted
+            eng.abandon()
+            what = {0: "receive from", 1: "send to"}
+            self._timed_out([(lane, step, None, (peer, what.get(kind, "exchange with")))
+                             for lane, peer, kind in pending])
+        code, step, lane, peer, kind = eng.error()
+        keep_alive((eng, self._work, self._src, self._out, self.scratch))
+        self._mpi_error(code, step, lane, peer, kind)
+
+    def _mpi_error(self, code: int, step: int, lane: int, peer: int, kind: int) -> None:
+        """Raise :class:`CollectiveError` for MPI's error ``code`` in ``step`` of ``lane`` with ``peer``.
+
+        ``kind``: 0 a receive, 1 a send, 2 a reduction, -1 unknown. The plan is broken afterwards.
+        """
+        s = self.schedule
+        me = self.comm.Get_rank()
+        try:
+            reason = MPI.Get_error_string(code).strip()
+        except MPI.Exception:
+            reason = f"error code {code}"
+        where = f"step {step}" + (f" of lane {lane}" if len(self.lanes) > 1 and lane >= 0 else "")
+        what = {0: f", receiving from {rank_name(self.comm, peer)}", 1: f", sending to {rank_name(self.comm, peer)}",
+                2: ", reducing"}.get(kind, "")
+        operation = str(s.meta.get("collective", "allreduce"))
+        message = (f"{operation} ({s.algorithm}, {s.count} elements of {self.ext} bytes) on "
+                   f"{rank_name(self.comm, me)}: MPI reported {reason!r} in {where}{what}. The ranks probably "
+                   f"called it with different counts, datatypes, ops, algorithms or dims; SWING_MPI_CHECK=1 "
+                   f"compares every call's arguments across ranks before any data moves. The collective is "
+                   f"broken, {END_THE_JOB}")
+        self.broken = message
+        self.active = False
+        self._fast = None
+        self._result = self._work = self._src = self._out = None
+        raise CollectiveError(code, message)

@@ -34,7 +34,7 @@ from .config import rc
 from .executor import Plan
 from .schedule import AUTO, Schedule
 from .topology import Torus, parse_dims
-from .waiting import bounded_bcast, node_policy, wait_collective
+from .waiting import bounded_bcast, node_info, wait_collective
 
 __all__ = ["CommState", "comm_state", "find_state", "dims_for", "requested_algorithm", "arrive",
            "agreed_trial", "PLAN_CACHE_SIZE"]
@@ -58,7 +58,7 @@ class CommState:
         try:
             tuning = tuning_for_comm(self.comm, timeout=timeout)
             trial = agreed_trial(self.comm, timeout)
-            wait = node_policy(self.comm, timeout)
+            wait, threads = node_info(self.comm, timeout)
         except TimeoutError:  # the communicator is broken: freeing would wait for the missing ranks too
             raise
         except BaseException:  # raised on every rank alike: nothing is left behind
@@ -70,6 +70,8 @@ class CommState:
         """``auto`` tries close contenders on its first calls (:mod:`swing_mpi.online`): rank 0's switch."""
         self.wait_policy: str = wait
         """How this communicator's plans wait (``$SWING_MPI_WAIT``, else the node's rule; equal on a node)."""
+        self.threads: int = threads
+        """Threads this rank's plans reduce large blocks with (``$SWING_MPI_THREADS``, else the node's spare cores)."""
         self.trials: dict[Hashable, online.Trial | None] = {}
         """Those trials, per size (kept by :func:`swing_mpi.online.trial_for`)."""
         self.plans: OrderedDict[Hashable, Plan] = OrderedDict()
@@ -98,7 +100,7 @@ class CommState:
         """
         plan = self.plans.get(key) if key is not None else None
         if plan is None:
-            plan = Plan(self.comm, schedule(), datatype, op, wait=self.wait_policy)
+            plan = Plan(self.comm, schedule(), datatype, op, wait=self.wait_policy, threads=self.threads)
             if key is not None:
                 self.plans[key] = plan
                 if len(self.plans) > PLAN_CACHE_SIZE:

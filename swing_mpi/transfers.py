@@ -16,7 +16,8 @@ from mpi4py import MPI
 
 from .schedule.base import COPY, REDUCE, Schedule
 
-__all__ = ["Xfer", "Written", "Lanes", "Compiled", "SourcePlan", "compile_lanes", "plan_sources", "free_types"]
+__all__ = ["Xfer", "Written", "Lanes", "Compiled", "SourcePlan", "compile_lanes", "plan_sources", "free_types",
+           "segments"]
 
 
 class Xfer:
@@ -155,11 +156,65 @@ def _staged_bytes(xs: list[Xfer], ext: int) -> int:
     return sum((0 if x.direct_send else x.send_elems * ext) + (0 if x.direct_recv else x.recv_elems * ext) for x in xs)
 
 
-def compile_lanes(schedule: Schedule, datatype: MPI.Datatype, *, datatypes: bool) -> Compiled:
+class _Piece(NamedTuple):
+    """A segment of a transfer: what :class:`Xfer` reads of a schedule's transfer."""
+
+    peer: int
+    send: tuple[tuple[int, int], ...]
+    recv: tuple[tuple[int, int], ...]
+    action: str
+    peer_first: bool
+    send_count: int
+    recv_count: int
+
+
+def _cut(ranges: Any, lo: int, hi: int) -> tuple[tuple[int, int], ...]:
+    """Return the element ranges holding packed positions ``lo..hi`` of ``ranges`` laid end to end."""
+    out = []
+    pos = 0
+    for a, b in ranges:
+        s, e = max(lo, pos), min(hi, pos + b - a)
+        if s < e:
+            out.append((a + s - pos, a + e - pos))
+        pos += b - a
+        if pos >= hi:
+            break
+    return tuple(out)
+
+
+def _bounds(count: int, seg: int) -> list[tuple[int, int]]:
+    """Cut ``count`` elements into equal parts of at most ``seg`` (both ends of a message cut alike)."""
+    if count <= seg:
+        return [(0, count)] if count else []
+    k = -(-count // seg)
+    per = -(-count // k)
+    return [(i * per, min(count, (i + 1) * per)) for i in range(k)]
+
+
+def segments(t: Any, seg: int) -> list[Any]:
+    """Return transfer ``t`` cut into messages of at most ``seg`` elements each way (``t`` itself if short).
+
+    The sender cuts what it sends and the receiver what it receives by the same rule from the same
+    count, and both post the pieces in order, so MPI matches them piece for piece.
+    """
+    if seg <= 0 or t.send_count <= seg and t.recv_count <= seg:
+        return [t]
+    sb, rb = _bounds(t.send_count, seg), _bounds(t.recv_count, seg)
+    out = []
+    for i in range(max(len(sb), len(rb))):
+        send = _cut(t.send, *sb[i]) if i < len(sb) else ()
+        recv = _cut(t.recv, *rb[i]) if i < len(rb) else ()
+        out.append(_Piece(t.peer, send, recv, t.action, t.peer_first,
+                          sb[i][1] - sb[i][0] if i < len(sb) else 0, rb[i][1] - rb[i][0] if i < len(rb) else 0))
+    return out
+
+
+def compile_lanes(schedule: Schedule, datatype: MPI.Datatype, *, datatypes: bool, segment: int = 0) -> Compiled:
     """Resolve ``schedule``'s transfers to byte offsets and carve their scratch.
 
     ``datatypes``: a transfer of several ranges goes as one MPI datatype (predefined element types only);
-    else it is packed into scratch by numpy.
+    else it is packed into scratch by numpy. ``segment``: a transfer of more bytes than this goes as
+    several messages (:func:`segments`; 0: never), so each part is reduced as soon as it is in.
     """
     ext = datatype.extent
     types = datatypes and datatype.is_predefined
@@ -170,7 +225,8 @@ def compile_lanes(schedule: Schedule, datatype: MPI.Datatype, *, datatypes: bool
         steps = []
         need = 0
         for st in lane:
-            xs = [Xfer(t, ext) for t in st.transfers]
+            seg = segment // ext if segment > 0 else 0
+            xs = [Xfer(piece, ext) for t in st.transfers for piece in segments(t, max(1, seg) if seg else 0)]
             if types:
                 _use_datatypes(xs, datatype, ext)
             _no_recv_into_sent(xs)

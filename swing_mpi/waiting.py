@@ -29,8 +29,9 @@ from mpi4py import MPI
 from .config import WAITS, rc
 
 __all__ = ["WAITS", "END_THE_JOB", "BACKOFF_SPINS", "BACKOFF_FRACTION", "BACKOFF_MIN", "BACKOFF_MAX", "CENSUS_GRACE",
-           "Idle", "wait_some", "wait_all", "machine_policy", "node_policy", "census", "wait_collective",
-           "bounded_bcast", "bounded_allgather", "rank_name", "default_policy"]
+           "Idle", "wait_some", "wait_all", "machine_policy", "machine_threads", "keep_alive", "node_policy",
+           "node_info", "census", "wait_collective", "bounded_bcast", "bounded_allgather", "rank_name",
+           "default_policy"]
 
 BACKOFF_SPINS = 4
 """``backoff``: idle polls with ``sched_yield`` before the first sleep."""
@@ -144,6 +145,27 @@ def node_policy(comm: MPI.Comm, timeout: float | None = None) -> str:
     return machine_policy(len(node), len(set().union(*node)))
 
 
+def machine_threads(ranks_on_node: int, cores: int) -> int:
+    """Return the threads each of a node's ranks reduces with: its share of the node's cores (at least 1)."""
+    return max(1, cores // max(1, ranks_on_node))
+
+
+def node_info(comm: MPI.Comm, timeout: float | None = None) -> tuple[str, int]:
+    """Return this rank's wait policy (:func:`node_policy`) and reduction threads (collective).
+
+    Threads: ``$SWING_MPI_THREADS`` if set, else :func:`machine_threads` of the node, found as
+    :func:`node_policy` finds it (one gather serves both).
+    """
+    if rc.wait is not None and rc.threads is not None:
+        return rc.wait, rc.threads
+    mine = (MPI.Get_processor_name(), _my_cores())
+    every = [mine] if comm.Get_size() == 1 else bounded_allgather(comm, mine, "the wait policy's agreement", timeout)
+    node = [cores for name, cores in every if name == mine[0]]
+    ranks, cores = len(node), len(set().union(*node))
+    return (rc.wait or machine_policy(ranks, cores),
+            rc.threads if rc.threads is not None else machine_threads(ranks, cores))
+
+
 def default_policy() -> str:
     """Return the policy of a wait outside any communicator's state: ``$SWING_MPI_WAIT``, else ``yield``."""
     return rc.wait or "yield"
@@ -160,6 +182,11 @@ def rank_name(comm: MPI.Comm, rank: int) -> str:
 
 _ABANDONED: list[Any] = []
 """Requests and buffers of timed-out waits: they stay posted, so their memory must stay."""
+
+
+def keep_alive(obj: Any) -> None:
+    """Keep ``obj`` (requests and the buffers they use, after a timed-out wait) alive until the process ends."""
+    _ABANDONED.append(obj)
 
 
 def census(comm: MPI.Comm, grace: float = CENSUS_GRACE) -> list[int]:

@@ -23,7 +23,7 @@ from ..api import allreduce
 from ..bench.measure import page_array, page_copy
 from ..bench.timing import barrier, order_seed, shuffled
 from ..choose import CLOSE_FACTOR, candidates
-from ..executor import Reducer
+from ..reducer import Reducer
 from ..schedule import ALGORITHMS, NATIVE, build_schedule
 from ..units import format_size
 from .race import (
@@ -275,7 +275,7 @@ def measure(comm: Any, sizes: Sequence[int], series: Sequence[Series], *, dims: 
 def measure_gamma(comm: Any, nbytes: int = 4 << 20, *, iters: int = 9) -> float:
     """Return seconds per byte of our float64 SUM kernel, all ranks reducing at once (max over ranks).
 
-    Collective. Times :class:`swing_mpi.executor.Reducer` (the kernel the
+    Collective. Times :class:`swing_mpi.reducer.Reducer` (the kernel the
     executor runs) on ``nbytes`` while every rank does the same, so shared
     cores and memory bandwidth count as they do during an allreduce.
     """

@@ -17,7 +17,7 @@ def test_defaults_without_variables():
 
 def test_every_variable_has_an_attribute():
     assert set(config.VARIABLES.values()) == set(Config.__annotations__) - {"_problems"}
-    assert len(config.VARIABLES) == 13
+    assert len(config.VARIABLES) == 16
 
 
 def test_values_are_typed():
@@ -31,6 +31,18 @@ def test_values_are_typed():
         "swing-bw", "4x4", True, 2.5, "backoff", 50.0, False, "default", "torus", False, "off", "/e.json", "thread")
     with pytest.raises(ValueError, match="SWING_MPI_SIMGRID_CONTEXTS"):
         Config({"SWING_MPI_SIMGRID_CONTEXTS": "fibers"})
+
+
+def test_engine_settings():
+    c = Config({})
+    assert (c.engine, c.threads, c.segment) == ("auto", None, config.DEFAULT_SEGMENT)
+    c = Config({"SWING_MPI_ENGINE": "Python", "SWING_MPI_THREADS": "3", "SWING_MPI_SEGMENT": "64K"})
+    assert (c.engine, c.threads, c.segment) == ("python", 3, 65536)
+    assert Config({"SWING_MPI_THREADS": "auto", "SWING_MPI_SEGMENT": "0"}).segment == 0
+    for var, text in (("SWING_MPI_ENGINE", "fortran"), ("SWING_MPI_THREADS", "0"), ("SWING_MPI_THREADS", "two"),
+                      ("SWING_MPI_SEGMENT", "100"), ("SWING_MPI_SEGMENT", "lots")):
+        with pytest.raises(ValueError, match=var):
+            Config({var: text})
 
 
 @pytest.mark.parametrize(("text", "seconds"), [("", None), ("0", None), ("off", None), ("30", 30.0), ("0.5", 0.5)])

@@ -1,0 +1,844 @@
+/* swing_mpi's compiled engine core: runs a plan's program (posts, waits, reductions) in one call.
+ *
+ * The Python side (swing_mpi/engine.py) compiles a plan once into a flat int64 program and keeps the
+ * pure-Python executor beside it, which gives the same bits. This file only interprets that program:
+ *
+ *   program  := nsteps, then per step: nls, then per lane-step:
+ *               lane, npre, nmsg, napply, pre..., msg..., apply...
+ *   pre      := dst_base, dst_off, src_base, src_off, nbytes                 (a copy before posting)
+ *   msg      := kind (0 recv, 1 send), base, off, count, type, peer          (type 0: the element type)
+ *   apply    := kind (0 copy, 1 reduce, 2 first), dst_base, dst_off, a_base, a_off, b_base, b_off,
+ *               nbytes, peer_first, ndeps, dep...                            (deps: msg indices in the lane-step)
+ *
+ * Bases: 0 the work vector, 1 the input, 2 the output, 3 the plan's scratch, passed per call.
+ * Every lane's messages of a step are posted at once; an apply runs as soon as the messages it
+ * depends on are complete and the lane-step's earlier applies have run (so the order in which a
+ * rank combines data never changes). Reductions: a C loop where it is exactly numpy's ufunc (the
+ * pure-Python path's), split over a pool of threads for large blocks; MPI_Reduce_local otherwise.
+ *
+ * MPI handles arrive as Fortran integers (MPI_*_f2c), so the file is compiled against the mpi.h of the
+ * MPI library that mpi4py loaded, once per venv (swing_mpi/native.py).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <mpi.h>
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdint.h>
+#include <string.h>
+#include <time.h>
+
+#define NBASES 4
+#define MAXT 64
+
+/* ---------------------------------------------------------------- reduction kernels */
+/* kernel = op * 16 + type; -1: MPI_Reduce_local */
+enum { K_SUM, K_PROD, K_MAX, K_MIN, K_BAND, K_BOR, K_BXOR };
+enum { T_I8, T_I16, T_I32, T_I64, T_U8, T_U16, T_U32, T_U64, T_F32, T_F64, T_NTYPES };
+
+#define BIN_LOOP(T, EXPR)                                                                 \
+    do {                                                                                  \
+        const T *A = (const T *)pa, *B = (const T *)pb;                                   \
+        T *D = (T *)pd;                                                                   \
+        for (Py_ssize_t i = 0; i < n; i++) { T x = A[i], y = B[i]; D[i] = (EXPR); }      \
+    } while (0)
+
+#define INT_KERNELS(T, U)                                                                 \
+    switch (op) {                                                                         \
+    case K_SUM: BIN_LOOP(T, (T)((U)x + (U)y)); return 0;                                 \
+    case K_PROD: BIN_LOOP(T, (T)((U)x * (U)y)); return 0;                                \
+    case K_MAX: BIN_LOOP(T, x > y ? x : y); return 0;                                     \
+    case K_MIN: BIN_LOOP(T, x < y ? x : y); return 0;                                     \
+    case K_BAND: BIN_LOOP(T, (T)(x & y)); return 0;                                       \
+    case K_BOR: BIN_LOOP(T, (T)(x | y)); return 0;                                        \
+    case K_BXOR: BIN_LOOP(T, (T)(x ^ y)); return 0;                                       \
+    }                                                                                     \
+    return -1;
+
+/* D[i] = A[i] op B[i] for n elements; 0, or -1 for a kernel this file does not have. */
+static int kernel_run(int kernel, char *pd, const char *pa, const char *pb, Py_ssize_t n)
+{
+    int op = kernel >> 4, type = kernel & 15;
+    switch (type) {
+    case T_I8: INT_KERNELS(int8_t, uint32_t)
+    case T_I16: INT_KERNELS(int16_t, uint32_t)
+    case T_I32: INT_KERNELS(int32_t, uint32_t)
+    case T_I64: INT_KERNELS(int64_t, uint64_t)
+    case T_U8: INT_KERNELS(uint8_t, uint32_t)
+    case T_U16: INT_KERNELS(uint16_t, uint32_t)
+    case T_U32: INT_KERNELS(uint32_t, uint32_t)
+    case T_U64: INT_KERNELS(uint64_t, uint64_t)
+    case T_F32:
+        if (op == K_SUM) { BIN_LOOP(float, x + y); return 0; }
+        if (op == K_PROD) { BIN_LOOP(float, x * y); return 0; }
+        return -1;
+    case T_F64:
+        if (op == K_SUM) { BIN_LOOP(double, x + y); return 0; }
+        if (op == K_PROD) { BIN_LOOP(double, x * y); return 0; }
+        return -1;
+    }
+    return -1;
+}
+
+static int kernel_size(int kernel)
+{
+    static const int sizes[T_NTYPES] = {1, 2, 4, 8, 1, 2, 4, 8, 4, 8};
+    int type = kernel & 15;
+    return type < T_NTYPES ? sizes[type] : 0;
+}
+
+/* ---------------------------------------------------------------- the reduction pool */
+typedef struct { int kernel; char *d; const char *a, *b; Py_ssize_t n; } job_t;
+
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t go, done;
+    pthread_t th[MAXT];
+    job_t jobs[MAXT];
+    int started;      /* worker threads running */
+    long gen;         /* job generation */
+    int active;       /* workers taking part in this generation */
+    int left;         /* of them, not finished */
+} pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER};
+
+static void *pool_worker(void *arg)
+{
+    int id = (int)(intptr_t)arg;
+    long seen = 0;
+    pthread_mutex_lock(&pool.mu);
+    for (;;) {
+        while (pool.gen == seen)
+            pthread_cond_wait(&pool.go, &pool.mu);
+        seen = pool.gen;
+        if (id >= pool.active)
+            continue;
+        job_t j = pool.jobs[id];
+        pthread_mutex_unlock(&pool.mu);
+        kernel_run(j.kernel, j.d, j.a, j.b, j.n);
+        pthread_mutex_lock(&pool.mu);
+        if (--pool.left == 0)
+            pthread_cond_signal(&pool.done);
+    }
+    return NULL;
+}
+
+static int pool_grow(int workers)
+{
+    while (pool.started < workers && pool.started < MAXT) {
+        pthread_attr_t at;
+        pthread_attr_init(&at);
+        pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+        int rc = pthread_create(&pool.th[pool.started], &at, pool_worker, (void *)(intptr_t)pool.started);
+        pthread_attr_destroy(&at);
+        if (rc)
+            break;
+        pool.started++;
+    }
+    return pool.started;
+}
+
+/* the kernel over n elements, on up to `threads` threads (this one included) in parts of >= min_bytes */
+static void kernel_threads(int kernel, char *d, const char *a, const char *b, Py_ssize_t n, int threads,
+                           Py_ssize_t min_bytes)
+{
+    int esz = kernel_size(kernel);
+    Py_ssize_t bytes = n * esz;
+    int parts = threads;
+    if (min_bytes > 0 && bytes / min_bytes < parts)
+        parts = (int)(bytes / min_bytes);
+    if (parts <= 1) {
+        kernel_run(kernel, d, a, b, n);
+        return;
+    }
+    pthread_mutex_lock(&pool.mu);
+    int workers = pool_grow(parts - 1);
+    if (workers < parts - 1)
+        parts = workers + 1;
+    Py_ssize_t per = (n + parts - 1) / parts, at = per;
+    for (int t = 0; t < parts - 1; t++) {
+        Py_ssize_t lo = at, hi = at + per < n ? at + per : n;
+        job_t j = {kernel, d + lo * esz, a + lo * esz, b + lo * esz, hi > lo ? hi - lo : 0};
+        pool.jobs[t] = j;
+        at = hi;
+    }
+    pool.active = parts - 1;
+    pool.left = parts - 1;
+    pool.gen++;
+    pthread_cond_broadcast(&pool.go);
+    pthread_mutex_unlock(&pool.mu);
+    kernel_run(kernel, d, a, b, per < n ? per : n);
+    pthread_mutex_lock(&pool.mu);
+    while (pool.left > 0)
+        pthread_cond_wait(&pool.done, &pool.mu);
+    pthread_mutex_unlock(&pool.mu);
+}
+
+/* ---------------------------------------------------------------- the engine object */
+typedef struct {
+    PyObject_HEAD
+    int64_t *prog;          /* copy of the program */
+    Py_ssize_t proglen;
+    Py_ssize_t *step_at;    /* offset of each step's record */
+    Py_ssize_t nsteps;
+    MPI_Comm comm;
+    MPI_Datatype dt;
+    MPI_Op op;
+    MPI_Datatype *types;    /* types[0] = dt, then the plan's derived types */
+    int ntypes;
+    int kernel;             /* -1: MPI_Reduce_local */
+    int ext;
+    int threads;
+    Py_ssize_t min_bytes;   /* smallest part of a threaded reduction */
+    /* the running operation */
+    int active;
+    int tag;
+    Py_ssize_t step;
+    char *base[NBASES];
+    Py_buffer views[NBASES];
+    int held[NBASES];
+    MPI_Request *reqs;      /* requests of the current step, all lane-steps */
+    int *req_ls;            /* lane-step of each request (index within the step) */
+    int *req_done;
+    int *indices;
+    MPI_Status *statuses;
+    int nreqs, cap;
+    Py_ssize_t *ls_at;      /* record offset of each lane-step of the current step */
+    int *ls_msg0;           /* first request index of each lane-step */
+    int *ls_next;           /* next apply of each lane-step */
+    Py_ssize_t *ls_apply;   /* offset of the next apply record */
+    int nls, lscap;
+    int applies_left;
+    /* an error: where it happened */
+    int err_code, err_step, err_lane, err_peer, err_kind;
+} Engine;
+
+static PyObject *CoreError;
+
+static void release_views(Engine *e)
+{
+    for (int i = 0; i < NBASES; i++)
+        if (e->held[i]) {
+            PyBuffer_Release(&e->views[i]);
+            e->held[i] = 0;
+        }
+}
+
+static void Engine_dealloc(Engine *e)
+{
+    release_views(e);
+    PyMem_Free(e->prog);
+    PyMem_Free(e->step_at);
+    PyMem_Free(e->types);
+    PyMem_Free(e->reqs);
+    PyMem_Free(e->req_ls);
+    PyMem_Free(e->req_done);
+    PyMem_Free(e->indices);
+    PyMem_Free(e->statuses);
+    PyMem_Free(e->ls_at);
+    PyMem_Free(e->ls_msg0);
+    PyMem_Free(e->ls_next);
+    PyMem_Free(e->ls_apply);
+    Py_TYPE(e)->tp_free((PyObject *)e);
+}
+
+/* Engine(program: bytes of int64, comm_f, datatype_f, op_f, types_f: tuple, kernel, ext, threads, min_bytes) */
+static int Engine_init(Engine *e, PyObject *args, PyObject *kw)
+{
+    Py_buffer prog;
+    long long comm_f, dt_f, op_f, min_bytes;
+    PyObject *types;
+    int kernel, ext, threads;
+    if (!PyArg_ParseTuple(args, "y*LLLO!iiiL", &prog, &comm_f, &dt_f, &op_f, &PyTuple_Type, &types, &kernel, &ext,
+                          &threads, &min_bytes))
+        return -1;
+    e->proglen = prog.len / 8;
+    e->prog = PyMem_Malloc(prog.len + 8);
+    if (!e->prog) {
+        PyBuffer_Release(&prog);
+        PyErr_NoMemory();
+        return -1;
+    }
+    memcpy(e->prog, prog.buf, prog.len);
+    PyBuffer_Release(&prog);
+    e->comm = MPI_Comm_f2c((MPI_Fint)comm_f);
+    e->dt = MPI_Type_f2c((MPI_Fint)dt_f);
+    e->op = MPI_Op_f2c((MPI_Fint)op_f);
+    e->ntypes = 1 + (int)PyTuple_GET_SIZE(types);
+    e->types = PyMem_Malloc(sizeof(MPI_Datatype) * e->ntypes);
+    e->types[0] = e->dt;
+    for (int i = 1; i < e->ntypes; i++)
+        e->types[i] = MPI_Type_f2c((MPI_Fint)PyLong_AsLongLong(PyTuple_GET_ITEM(types, i - 1)));
+    if (PyErr_Occurred())
+        return -1;
+    e->kernel = kernel;
+    e->ext = ext;
+    e->threads = threads < 1 ? 1 : threads;
+    e->min_bytes = min_bytes;
+    /* index the steps and size the per-step arrays */
+    int64_t *p = e->prog;
+    Py_ssize_t at = 0;
+    e->nsteps = p[at++];
+    e->step_at = PyMem_Malloc(sizeof(Py_ssize_t) * (e->nsteps + 1));
+    int maxreq = 1, maxls = 1;
+    for (Py_ssize_t s = 0; s < e->nsteps; s++) {
+        e->step_at[s] = at;
+        int nls = (int)p[at++], nreq = 0;
+        if (nls > maxls)
+            maxls = nls;
+        for (int l = 0; l < nls; l++) {
+            int npre = (int)p[at + 1], nmsg = (int)p[at + 2], nap = (int)p[at + 3];
+            at += 4 + 5 * npre + 6 * nmsg;
+            nreq += nmsg;
+            for (int k = 0; k < nap; k++)
+                at += 10 + (p[at + 9] > 0 ? p[at + 9] : 0);
+        }
+        if (nreq > maxreq)
+            maxreq = nreq;
+        if (at > e->proglen) {
+            PyErr_SetString(PyExc_ValueError, "truncated program");
+            return -1;
+        }
+    }
+    e->cap = maxreq;
+    e->reqs = PyMem_Malloc(sizeof(MPI_Request) * maxreq);
+    e->req_ls = PyMem_Malloc(sizeof(int) * maxreq);
+    e->req_done = PyMem_Malloc(sizeof(int) * maxreq);
+    e->indices = PyMem_Malloc(sizeof(int) * maxreq);
+    e->statuses = PyMem_Malloc(sizeof(MPI_Status) * maxreq);
+    e->lscap = maxls;
+    e->ls_at = PyMem_Malloc(sizeof(Py_ssize_t) * maxls);
+    e->ls_msg0 = PyMem_Malloc(sizeof(int) * (maxls + 1));
+    e->ls_next = PyMem_Malloc(sizeof(int) * maxls);
+    e->ls_apply = PyMem_Malloc(sizeof(Py_ssize_t) * maxls);
+    if (!e->reqs || !e->req_ls || !e->req_done || !e->indices || !e->statuses || !e->ls_at || !e->ls_msg0 ||
+        !e->ls_next || !e->ls_apply) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
+}
+
+static void set_error(Engine *e, int code, int lane, int peer, int kind)
+{
+    if (!e->err_code) {
+        e->err_code = code ? code : MPI_ERR_OTHER;
+        e->err_step = (int)e->step;
+        e->err_lane = lane;
+        e->err_peer = peer;
+        e->err_kind = kind;
+    }
+}
+
+/* local = peer op local (peer_first) or local op peer; n elements */
+static int do_reduce(Engine *e, char *local, char *peer, Py_ssize_t nbytes, int peer_first)
+{
+    Py_ssize_t n = nbytes / e->ext;
+    if (!n)
+        return 0;
+    if (e->kernel >= 0) {
+        Py_ssize_t m = n * e->ext / kernel_size(e->kernel);
+        if (peer_first)
+            kernel_threads(e->kernel, local, peer, local, m, e->threads, e->min_bytes);
+        else
+            kernel_threads(e->kernel, local, local, peer, m, e->threads, e->min_bytes);
+        return 0;
+    }
+    if (n > INT32_MAX)
+        return MPI_ERR_COUNT;
+    if (peer_first)
+        return MPI_Reduce_local(peer, local, (int)n, e->dt, e->op);
+    int rc = MPI_Reduce_local(local, peer, (int)n, e->dt, e->op);
+    if (rc == MPI_SUCCESS)
+        memcpy(local, peer, nbytes);
+    return rc;
+}
+
+/* out = peer op given (peer_first) or given op peer */
+static int do_first(Engine *e, char *out, char *peer, char *given, Py_ssize_t nbytes, int peer_first)
+{
+    Py_ssize_t n = nbytes / e->ext;
+    if (e->kernel >= 0 && n) {
+        Py_ssize_t m = n * e->ext / kernel_size(e->kernel);
+        if (peer_first)
+            kernel_threads(e->kernel, out, peer, given, m, e->threads, e->min_bytes);
+        else
+            kernel_threads(e->kernel, out, given, peer, m, e->threads, e->min_bytes);
+        return 0;
+    }
+    if (out != given)
+        memmove(out, given, nbytes);
+    return do_reduce(e, out, peer, nbytes, peer_first);
+}
+
+/* post step e->step: every lane-step's copies, receives and sends */
+static int post_step(Engine *e)
+{
+    int64_t *p = e->prog;
+    Py_ssize_t at = e->step_at[e->step];
+    int nls = (int)p[at++];
+    e->nls = nls;
+    e->nreqs = 0;
+    e->applies_left = 0;
+    for (int l = 0; l < nls; l++) {
+        e->ls_at[l] = at;
+        int lane = (int)p[at], npre = (int)p[at + 1], nmsg = (int)p[at + 2], nap = (int)p[at + 3];
+        at += 4;
+        for (int k = 0; k < npre; k++, at += 5)
+            memcpy(e->base[p[at]] + p[at + 1], e->base[p[at + 2]] + p[at + 3], (size_t)p[at + 4]);
+        e->ls_msg0[l] = e->nreqs;
+        for (int k = 0; k < nmsg; k++, at += 6) {
+            int kind = (int)p[at], count = (int)p[at + 3], peer = (int)p[at + 5];
+            char *buf = e->base[p[at + 1]] + p[at + 2];
+            MPI_Datatype t = e->types[p[at + 4]];
+            MPI_Request *r = &e->reqs[e->nreqs];
+            int rc = kind == 0 ? MPI_Irecv(buf, count, t, peer, e->tag + lane, e->comm, r)
+                               : MPI_Isend(buf, count, t, peer, e->tag + lane, e->comm, r);
+            if (rc != MPI_SUCCESS) {
+                set_error(e, rc, lane, peer, kind);
+                return -1;
+            }
+            e->req_ls[e->nreqs] = l;
+            e->req_done[e->nreqs] = 0;
+            e->nreqs++;
+        }
+        e->ls_next[l] = 0;
+        e->ls_apply[l] = at;
+        e->applies_left += nap;
+        for (int k = 0; k < nap; k++)
+            at += 10 + (p[at + 9] > 0 ? p[at + 9] : 0);
+    }
+    e->ls_msg0[nls] = e->nreqs;
+    return 0;
+}
+
+/* run every apply whose messages are complete, in each lane-step's order; -1 on an MPI error */
+static int run_applies(Engine *e)
+{
+    int64_t *p = e->prog;
+    for (int l = 0; l < e->nls; l++) {
+        Py_ssize_t ls = e->ls_at[l];
+        int nap = (int)p[ls + 3], m0 = e->ls_msg0[l], m1 = e->ls_msg0[l + 1];
+        while (e->ls_next[l] < nap) {
+            Py_ssize_t at = e->ls_apply[l];
+            int ndeps = (int)p[at + 9], ready = 1;
+            if (ndeps < 0) {
+                for (int r = m0; r < m1 && ready; r++)
+                    ready = e->req_done[r];
+            } else {
+                for (int d = 0; d < ndeps && ready; d++)
+                    ready = e->req_done[m0 + p[at + 10 + d]];
+            }
+            if (!ready)
+                break;
+            int kind = (int)p[at], pf = (int)p[at + 8], rc = 0;
+            char *dst = e->base[p[at + 1]] + p[at + 2], *a = e->base[p[at + 3]] + p[at + 4];
+            Py_ssize_t nbytes = (Py_ssize_t)p[at + 7];
+            if (kind == 0)
+                memcpy(dst, a, nbytes);
+            else if (kind == 1)
+                rc = do_reduce(e, dst, a, nbytes, pf);
+            else
+                rc = do_first(e, dst, a, e->base[p[at + 5]] + p[at + 6], nbytes, pf);
+            if (rc != MPI_SUCCESS) {
+                set_error(e, rc, (int)p[ls], -1, 2);
+                return -1;
+            }
+            e->ls_next[l]++;
+            e->ls_apply[l] = at + 10 + (ndeps > 0 ? ndeps : 0);
+            e->applies_left--;
+        }
+    }
+    return 0;
+}
+
+static int step_done(Engine *e)
+{
+    if (e->applies_left)
+        return 0;
+    for (int r = 0; r < e->nreqs; r++)
+        if (!e->req_done[r])
+            return 0;
+    return 1;
+}
+
+/* mark the requests that completed; -1 on an error in one of them */
+static int mark(Engine *e, int outcount, int rc)
+{
+    int64_t *p = e->prog;
+    for (int i = 0; i < outcount; i++) {
+        int r = e->indices[i];
+        e->req_done[r] = 1;
+        if (rc == MPI_ERR_IN_STATUS && e->statuses[i].MPI_ERROR != MPI_SUCCESS) {
+            int l = e->req_ls[r];
+            Py_ssize_t at = e->ls_at[l] + 4 + 5 * p[e->ls_at[l] + 1] + 6 * (r - e->ls_msg0[l]);
+            set_error(e, e->statuses[i].MPI_ERROR, (int)p[e->ls_at[l]], (int)p[at + 5], (int)p[at]);
+        }
+    }
+    if (rc != MPI_SUCCESS && !e->err_code)
+        set_error(e, rc, -1, -1, -1);
+    return e->err_code ? -1 : 0;
+}
+
+/* advance while no wait is needed; 1 when the operation is complete, 0 if waiting, -1 on an error */
+static int advance(Engine *e)
+{
+    for (;;) {
+        if (run_applies(e) < 0)
+            return -1;
+        if (!step_done(e))
+            return 0;
+        e->step++;
+        if (e->step >= e->nsteps)
+            return 1;
+        if (post_step(e) < 0)
+            return -1;
+    }
+}
+
+static int pending_count(Engine *e)
+{
+    int left = 0;
+    for (int r = 0; r < e->nreqs; r++)
+        left += !e->req_done[r];
+    return left;
+}
+
+/* one poll: Testsome over the step's live requests (MPI ignores the completed, now null, ones) */
+static int poll_once(Engine *e, int block)
+{
+    int outcount = 0, rc;
+    if (block)
+        rc = MPI_Waitsome(e->nreqs, e->reqs, &outcount, e->indices, e->statuses);
+    else
+        rc = MPI_Testsome(e->nreqs, e->reqs, &outcount, e->indices, e->statuses);
+    if (outcount == MPI_UNDEFINED)
+        outcount = 0;
+    if (mark(e, outcount, rc) < 0)
+        return -1;
+    return outcount;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void sleep_s(double s)
+{
+    struct timespec ts = {(time_t)s, (long)((s - (time_t)s) * 1e9)};
+    nanosleep(&ts, NULL);
+}
+
+/* policy: 0 spin, 1 yield, 2 backoff. Returns 1 done, 2 timed out, -1 error */
+static int wait_loop(Engine *e, int policy, double timeout, double sleep_us)
+{
+    int st = advance(e);
+    double deadline = timeout >= 0 ? now_s() + timeout : -1, since = 0;
+    long idle = 0;
+    while (st == 0) {
+        if (policy == 0 && deadline < 0) {
+            if (poll_once(e, 1) < 0)
+                return -1;
+        } else {
+            int got = poll_once(e, 0);
+            if (got < 0)
+                return -1;
+            if (got == 0) {
+                double t = (deadline >= 0 || policy == 2) ? now_s() : 0;
+                if (deadline >= 0 && t > deadline)
+                    return 2;
+                idle++;
+                if (policy == 2 && idle > 4) {
+                    if (!since)
+                        since = t;
+                    double s = (t - since) * 0.25;
+                    sleep_s(s < 20e-6 ? 20e-6 : s > 4e-3 ? 4e-3 : s);
+                } else if (policy == 1 && sleep_us > 0 && idle > 2) {
+                    sleep_s(sleep_us * 1e-6);
+                } else if (policy != 0) {
+                    sched_yield();
+                }
+                continue;
+            }
+            idle = 0;
+            since = 0;
+        }
+        st = advance(e);
+    }
+    return st;
+}
+
+static int bind_bases(Engine *e, PyObject *bufs[NBASES])
+{
+    for (int i = 0; i < NBASES; i++) {
+        e->base[i] = NULL;
+        if (bufs[i] == Py_None)
+            continue;
+        if (PyObject_GetBuffer(bufs[i], &e->views[i], PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
+            PyErr_Clear();
+            if (PyObject_GetBuffer(bufs[i], &e->views[i], PyBUF_C_CONTIGUOUS) < 0) {
+                release_views(e);
+                return -1;
+            }
+        }
+        e->held[i] = 1;
+        e->base[i] = e->views[i].buf;
+    }
+    return 0;
+}
+
+static PyObject *outcome(Engine *e, int st)
+{
+    if (st == 1) {
+        e->active = 0;
+        release_views(e);
+        Py_RETURN_TRUE;
+    }
+    if (st == 0)
+        Py_RETURN_FALSE;
+    if (st == 2)
+        return PyLong_FromLong(2);
+    e->active = 0;
+    release_views(e);  /* the operation is broken; Python keeps the buffers alive */
+    return PyLong_FromLong(-1);
+}
+
+/* start(work, src, out, scratch, tag) -> True if already complete, False if not, -1 on an error */
+static PyObject *Engine_start(Engine *e, PyObject *args)
+{
+    PyObject *bufs[NBASES];
+    int tag;
+    if (!PyArg_ParseTuple(args, "OOOOi", &bufs[0], &bufs[1], &bufs[2], &bufs[3], &tag))
+        return NULL;
+    if (e->active) {
+        PyErr_SetString(CoreError, "the engine is running an operation");
+        return NULL;
+    }
+    if (bind_bases(e, bufs) < 0)
+        return NULL;
+    e->tag = tag;
+    e->step = 0;
+    e->err_code = 0;
+    e->active = 1;
+    int st = 1;
+    if (e->nsteps > 0) {
+        Py_BEGIN_ALLOW_THREADS
+        st = post_step(e) < 0 ? -1 : advance(e);
+        Py_END_ALLOW_THREADS
+    }
+    return outcome(e, st);
+}
+
+/* test() -> True when complete, False if not, -1 on an error */
+static PyObject *Engine_test(Engine *e, PyObject *unused)
+{
+    if (!e->active)
+        Py_RETURN_TRUE;
+    int st;
+    Py_BEGIN_ALLOW_THREADS
+    st = poll_once(e, 0) < 0 ? -1 : advance(e);
+    Py_END_ALLOW_THREADS
+    return outcome(e, st);
+}
+
+/* wait(policy, timeout (<0: none), sleep_us) -> True, 2 timed out, -1 error */
+static PyObject *Engine_wait(Engine *e, PyObject *args)
+{
+    int policy;
+    double timeout, sleep_us;
+    if (!PyArg_ParseTuple(args, "idd", &policy, &timeout, &sleep_us))
+        return NULL;
+    if (!e->active)
+        Py_RETURN_TRUE;
+    int st;
+    Py_BEGIN_ALLOW_THREADS
+    st = wait_loop(e, policy, timeout, sleep_us);
+    Py_END_ALLOW_THREADS
+    return outcome(e, st);
+}
+
+/* run(work, src, out, scratch, tag, policy, timeout, sleep_us): start and wait in one call */
+static PyObject *Engine_run(Engine *e, PyObject *args)
+{
+    PyObject *bufs[NBASES];
+    int tag, policy;
+    double timeout, sleep_us;
+    if (!PyArg_ParseTuple(args, "OOOOiidd", &bufs[0], &bufs[1], &bufs[2], &bufs[3], &tag, &policy, &timeout,
+                          &sleep_us))
+        return NULL;
+    if (e->active) {
+        PyErr_SetString(CoreError, "the engine is running an operation");
+        return NULL;
+    }
+    if (bind_bases(e, bufs) < 0)
+        return NULL;
+    e->tag = tag;
+    e->step = 0;
+    e->err_code = 0;
+    e->active = 1;
+    int st = 1;
+    if (e->nsteps > 0) {
+        Py_BEGIN_ALLOW_THREADS
+        st = post_step(e) < 0 ? -1 : wait_loop(e, policy, timeout, sleep_us);
+        Py_END_ALLOW_THREADS
+    }
+    return outcome(e, st);
+}
+
+/* pending() -> (step, [(lane, peer, kind), ...]) of the messages not complete */
+static PyObject *Engine_pending(Engine *e, PyObject *unused)
+{
+    int64_t *p = e->prog;
+    PyObject *list = PyList_New(0);
+    if (!list)
+        return NULL;
+    for (int r = 0; r < e->nreqs; r++) {
+        if (e->req_done[r])
+            continue;
+        int l = e->req_ls[r];
+        Py_ssize_t at = e->ls_at[l] + 4 + 5 * p[e->ls_at[l] + 1] + 6 * (r - e->ls_msg0[l]);
+        PyObject *t = Py_BuildValue("(iii)", (int)p[e->ls_at[l]], (int)p[at + 5], (int)p[at]);
+        if (!t || PyList_Append(list, t) < 0) {
+            Py_XDECREF(t);
+            Py_DECREF(list);
+            return NULL;
+        }
+        Py_DECREF(t);
+    }
+    return Py_BuildValue("(nN)", e->step, list);
+}
+
+/* error() -> (code, step, lane, peer, kind) of the first error of the last operation */
+static PyObject *Engine_error(Engine *e, PyObject *unused)
+{
+    return Py_BuildValue("(iiiii)", e->err_code, e->err_step, e->err_lane, e->err_peer, e->err_kind);
+}
+
+/* abandon(): forget a broken operation (its requests stay posted, as MPI has no way to take them back) */
+static PyObject *Engine_abandon(Engine *e, PyObject *unused)
+{
+    e->active = 0;
+    release_views(e);
+    Py_RETURN_NONE;
+}
+
+static PyObject *Engine_get_active(Engine *e, void *closure)
+{
+    return PyBool_FromLong(e->active);
+}
+
+static PyObject *Engine_get_threads(Engine *e, void *closure)
+{
+    return PyLong_FromLong(e->threads);
+}
+
+static int Engine_set_threads(Engine *e, PyObject *v, void *closure)
+{
+    long t = PyLong_AsLong(v);
+    if (t == -1 && PyErr_Occurred())
+        return -1;
+    e->threads = t < 1 ? 1 : t > MAXT ? MAXT : (int)t;
+    return 0;
+}
+
+static PyMethodDef Engine_methods[] = {
+    {"start", (PyCFunction)Engine_start, METH_VARARGS, "start(work, src, out, scratch, tag)"},
+    {"test", (PyCFunction)Engine_test, METH_NOARGS, "test() -> True when complete"},
+    {"wait", (PyCFunction)Engine_wait, METH_VARARGS, "wait(policy, timeout, sleep_us)"},
+    {"run", (PyCFunction)Engine_run, METH_VARARGS, "run(work, src, out, scratch, tag, policy, timeout, sleep_us)"},
+    {"pending", (PyCFunction)Engine_pending, METH_NOARGS, "pending() -> (step, [(lane, peer, kind)])"},
+    {"error", (PyCFunction)Engine_error, METH_NOARGS, "error() -> (code, step, lane, peer, kind)"},
+    {"abandon", (PyCFunction)Engine_abandon, METH_NOARGS, "forget a broken operation"},
+    {NULL}};
+
+static PyGetSetDef Engine_getset[] = {
+    {"active", (getter)Engine_get_active, NULL, "an operation is running", NULL},
+    {"threads", (getter)Engine_get_threads, (setter)Engine_set_threads, "reduction threads", NULL},
+    {NULL}};
+
+static PyTypeObject EngineType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "swing_mpi_core.Engine",
+    .tp_basicsize = sizeof(Engine),
+    .tp_dealloc = (destructor)Engine_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A compiled plan program (see swing_mpi/engine.py).",
+    .tp_methods = Engine_methods,
+    .tp_getset = Engine_getset,
+    .tp_init = (initproc)Engine_init,
+    .tp_new = PyType_GenericNew,
+};
+
+/* reduce(kernel, dst, a, b, threads, min_bytes): dst = a op b through the kernels (tests and the probe) */
+static PyObject *core_reduce(PyObject *self, PyObject *args)
+{
+    int kernel, threads;
+    long long min_bytes;
+    Py_buffer d, a, b;
+    if (!PyArg_ParseTuple(args, "iw*y*y*iL", &kernel, &d, &a, &b, &threads, &min_bytes))
+        return NULL;
+    int esz = kernel_size(kernel);
+    int bad = esz == 0 || a.len != d.len || b.len != d.len || d.len % esz;
+    if (!bad) {
+        Py_BEGIN_ALLOW_THREADS
+        kernel_threads(kernel, d.buf, a.buf, b.buf, d.len / esz, threads, min_bytes);
+        Py_END_ALLOW_THREADS
+    }
+    PyBuffer_Release(&d);
+    PyBuffer_Release(&a);
+    PyBuffer_Release(&b);
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "bad kernel or buffer sizes");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *core_abi(PyObject *self, PyObject *unused)
+{
+#if defined(OPEN_MPI)
+    return PyUnicode_FromString("openmpi");
+#elif defined(MPICH_VERSION)
+    return PyUnicode_FromString("mpich");
+#else
+    return PyUnicode_FromString("other");
+#endif
+}
+
+/* comm_size(comm_f): the size as this build sees the communicator (a check of the ABI) */
+static PyObject *core_comm_size(PyObject *self, PyObject *args)
+{
+    long long f;
+    int size = -1;
+    if (!PyArg_ParseTuple(args, "L", &f))
+        return NULL;
+    if (MPI_Comm_size(MPI_Comm_f2c((MPI_Fint)f), &size) != MPI_SUCCESS)
+        size = -1;
+    return PyLong_FromLong(size);
+}
+
+static PyMethodDef core_methods[] = {
+    {"reduce", core_reduce, METH_VARARGS, "reduce(kernel, dst, a, b, threads, min_bytes)"},
+    {"abi", core_abi, METH_NOARGS, "the MPI family of the mpi.h this was compiled against"},
+    {"comm_size", core_comm_size, METH_VARARGS, "comm_size(comm_f)"},
+    {NULL}};
+
+static struct PyModuleDef core_module = {PyModuleDef_HEAD_INIT, "swing_mpi_core", NULL, -1, core_methods};
+
+PyMODINIT_FUNC PyInit_swing_mpi_core(void)
+{
+    if (PyType_Ready(&EngineType) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&core_module);
+    if (!m)
+        return NULL;
+    CoreError = PyErr_NewException("swing_mpi_core.CoreError", PyExc_RuntimeError, NULL);
+    Py_INCREF(&EngineType);
+    PyModule_AddObject(m, "Engine", (PyObject *)&EngineType);
+    PyModule_AddObject(m, "CoreError", CoreError);
+    PyModule_AddIntConstant(m, "MAXT", MAXT);
+    return m;
+}
