@@ -79,11 +79,12 @@ class Plan:
     """A schedule bound to a communicator, a datatype and an op."""
 
     def __init__(self, comm: MPI.Intracomm, schedule: Schedule, datatype: MPI.Datatype, op: MPI.Op, *,
-                 wait: str | None = None, threads: int | None = None) -> None:
+                 wait: str | None = None, threads: int | None = None, engine: str | None = None) -> None:
         """Resolve every transfer of ``schedule`` to byte ranges and carve the scratch buffers.
 
         ``wait``: the wait policy (:mod:`swing_mpi.waiting`; default ``$SWING_MPI_WAIT``, else ``yield``).
         ``threads``: threads the compiled core reduces large blocks with (default ``$SWING_MPI_THREADS``, else 1).
+        ``engine``: ``c`` or ``python`` to insist on one (default: ``$SWING_MPI_ENGINE``'s choice).
         ``$SWING_MPI_TIMEOUT``, ``$SWING_MPI_DATATYPES``, ``$SWING_MPI_SEGMENT`` and ``$SWING_MPI_ENGINE`` are
         taken from :data:`swing_mpi.config.rc` now.
         """
@@ -131,7 +132,11 @@ class Plan:
         self._peers: list[tuple[int, str]] = []
         self.threads = max(1, threads if threads is not None else rc.threads or 1)
         """Threads the compiled core reduces a large block with."""
-        self._core = native.load() if self.vec_bytes else None
+        if engine not in (None, "c", "python"):
+            raise ValueError(f"engine={engine!r}: expected 'c' or 'python'")
+        self._core = native.load() if self.vec_bytes and engine != "python" else None
+        if engine == "c" and self._core is None and self.vec_bytes:
+            raise RuntimeError(f"the compiled core cannot run here: {native.why_not()}")
         self._kernel = kernel_for(op_name(op), self.reduce.dtype, self.reduce.ufunc is not None)
         if self._kernel is None:
             self._core = None
