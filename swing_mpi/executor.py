@@ -150,6 +150,15 @@ class Plan:
         self._policy = POLICY_CODES.get(self.wait_policy, 1)
         self._timeout_c = -1.0 if self.timeout is None else float(self.timeout)
 
+    def trace(self, capacity: int = -1) -> list[tuple[float, int, int, int, int]]:
+        """Return the compiled core's events of the last in-place run; ``capacity`` >= 0: keep that many from now.
+
+        Events ``(seconds from the start, kind, step, lane, value)``; kinds: 0 a step posted (value: its
+        messages), 1 a message complete (its index), 2 a reduction starts (bytes), 3 it ends, 4 done.
+        Empty where the Python engine runs the plan.
+        """
+        return [] if self._fast is None else list(self._fast.trace(capacity))
+
     def _engine(self, has_src: bool, has_out: bool) -> Any:
         """Return the compiled core's engine for a call with (or without) a separate input and an out buffer."""
         if self._core is None:

@@ -305,12 +305,11 @@ def _overlap(comm: Any, nbytes: int, segment: int, threads: int, calls: int) -> 
         comm.Sendrecv(a, dest=peer, sendtag=9, recvbuf=b, source=peer, recvtag=9)
 
     red = _reduce_fn("ours", count, 1)
-    t = {name: _median_call(comm, fn, calls) for name, fn in
-         (("wire", wire), ("reduce", red), ("serial", serial), ("overlapped", overlapped))}
-    eng = plan._fast
-    eng.trace(4096)
+    t: dict[str, Any] = {name: _median_call(comm, fn, calls) for name, fn in
+                         (("wire", wire), ("reduce", red), ("serial", serial), ("overlapped", overlapped))}
+    plan.trace(4096)
     overlapped()
-    events = eng.trace(0)
+    events = plan.trace(0)
     kinds = {0: "post", 1: "message", 2: "reduce-start", 3: "reduce-end", 4: "done"}
     t["hidden"] = (t["wire"] + t["reduce"] - t["overlapped"]) / t["reduce"] if t["reduce"] > 0 else 0.0
     t["trace"] = [[round(e[0] * 1e6, 1), kinds.get(e[1], e[1]), e[4]] for e in events]

@@ -4,9 +4,9 @@ Every registered allreduce schedule, on a ring and the tori of this size, runs t
 :class:`~swing_mpi.executor.Plan` once with ``engine="python"`` and once with ``engine="c"`` on
 the same random input (schedules built as the API builds them for the op: exact for integers,
 rank-ordered where floating-point order matters): the results must be equal byte for byte
-(float64 and float32 too, where the order of the additions decides the bits), equal on every rank, and equal to MPI's own
-allreduce (exactly for integers, within rounding for floats). The core runs with one thread and
-with two, with long messages cut into segments and the reductions queued on worker threads (the
+(float64 and float32 too, where the order of the additions decides the bits), equal on every
+rank, and equal to MPI's own allreduce (exactly for integers, within rounding for floats). The
+core runs with one thread and with two, with long messages cut into segments and the reductions queued on worker threads (the
 threshold lowered so that small vectors take that path), blocking, nonblocking (start, test,
 wait) and with a separate input and output. The trace records how a step ran.
 """
@@ -139,12 +139,11 @@ def test_trace_of_a_segmented_step(monkeypatch):
     n = 8192  # float64: 64 KiB
     schedule = chain_schedules(1, lanes=1, count=n)[R]
     plan = _plan(schedule, MPI.DOUBLE, "c", threads=2, segment=8192, min_bytes=8192, monkeypatch=monkeypatch)
-    eng = plan._engine(False, False)
-    eng.trace(256)
+    plan.trace(256)
     x = _input(n, np.float64)
     res = x.copy()
     plan.run(res.view(np.uint8))
-    events = eng.trace()
+    events = plan.trace()
     peer = WORLD.sendrecv(x, dest=1 - R, source=1 - R)
     assert res.tobytes() == (peer + x if R == 1 else x + peer).tobytes()
     kinds = [e[1] for e in events]

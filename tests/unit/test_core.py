@@ -19,7 +19,8 @@ pytestmark = pytest.mark.skipif(core is None, reason=f"no compiled core here: {n
 UFUNCS = {"SUM": np.add, "PROD": np.multiply, "MAX": np.maximum, "MIN": np.minimum, "BAND": np.bitwise_and,
           "BOR": np.bitwise_or, "BXOR": np.bitwise_xor}
 INTS = [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64]
-CASES = ([(op, t) for op in UFUNCS for t in INTS] + [(op, t) for op in ("SUM", "PROD") for t in (np.float32, np.float64)]
+CASES = ([(op, t) for op in UFUNCS for t in INTS]
+         + [(op, t) for op in ("SUM", "PROD") for t in (np.float32, np.float64)]
          + [("SUM", np.complex64), ("SUM", np.complex128)])
 
 
