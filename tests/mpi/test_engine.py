@@ -6,9 +6,10 @@ the same random input (schedules built as the API builds them for the op: exact 
 rank-ordered where floating-point order matters): the results must be equal byte for byte
 (float64 and float32 too, where the order of the additions decides the bits), equal on every
 rank, and equal to MPI's own allreduce (exactly for integers, within rounding for floats). The
-core runs with one thread and with two, with long messages cut into segments and the reductions queued on worker threads (the
-threshold lowered so that small vectors take that path), blocking, nonblocking (start, test,
-wait) and with a separate input and output. The trace records how a step ran.
+core runs with one thread and with two, with long messages cut into segments and the reductions
+queued on worker threads (the threshold lowered so that small vectors take that path), blocking,
+nonblocking (start, test, wait) and with a separate input and output. The trace records how a
+step ran.
 """
 
 from __future__ import annotations
