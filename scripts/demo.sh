@@ -48,7 +48,7 @@ fi
 if [ "$mode" = lab ]; then
   say "building an emulated 4x4 torus: 16 ranks, each in its own network namespace, every link"
   say "40 Mbit/s per direction (tc tbf), MPICH over TCP, so every byte crosses the emulated links"
-  say "TCP congestion control: ${works##*TCP congestion control }"
+  say "TCP congestion control: ${works#*TCP congestion control }"
   say "measuring 1 MiB and 4 MiB: swing-bw, bucket and MPI_Allreduce (MPICH's default); about 40 s"
   start=$SECONDS
   rc=0
