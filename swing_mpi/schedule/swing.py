@@ -73,7 +73,7 @@ from functools import lru_cache
 
 from ..blocks import split, split_range
 from ..topology import Torus
-from .base import COPY, REDUCE, Range, Schedule, Step, Transfer, merge_ranges, port_lanes
+from .base import COPY, REDUCE, Range, Schedule, Step, Transfer, merge_ranges, open_schedule, port_lanes
 from .blockset import bits, blocksets
 from .dimwise import DimwiseLane, dimwise_lane, fold_pairs, interleave, lane_blocks
 from .programs import lane_programs
@@ -204,11 +204,10 @@ def build_swing_bw(rank: int, dims: tuple[int, ...], count: int, *, ports: int =
     of block ``b``, which rank ``b`` owns after the reduce-scatter, in that
     lane; ``meta["programs"][lane]`` names the program of each side in that lane.
     """
-    torus = Torus(dims)
-    p = torus.size
-    dims = torus.dims
-    if p == 1:
-        return Schedule(algorithm, rank, p, count, dims, (), (), {})
+    torus, alone = open_schedule(algorithm, rank, dims, count)
+    if alone is not None:
+        return alone
+    p, dims = torus.size, torus.dims
 
     def port_of(q: int) -> int | None:
         return torus.port_towards(rank, q)
@@ -280,10 +279,10 @@ def build_swing_lat(rank: int, dims: tuple[int, ...], count: int, *, exact: bool
     in rank order: bit-identical everywhere and order-preserving, at the price
     of ``count·(p−1)`` elements received instead of ``count·log2 p``.
     """
-    torus = Torus(dims)
-    p = torus.size
-    if p == 1:
-        return Schedule(algorithm, rank, p, count, dims, (), (), {})
+    torus, alone = open_schedule(algorithm, rank, dims, count)
+    if alone is not None:
+        return alone
+    p, dims = torus.size, torus.dims
     folds, core, haves = _lat_plan(tuple(dims))
     n = count
 
