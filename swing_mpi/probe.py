@@ -33,13 +33,13 @@ Each number is the median of ``--repeats`` rounds (each a median over calls);
 the machine's load average goes into the file, since another process on the
 cores inflates every number.
 
-:func:`load_engine_costs` is what the simulator's ``engine`` preset reads:
-``$SWING_MPI_ENGINE_COSTS`` if set, else ``~/.config/swing_mpi/engine_costs.json``
-if it exists, else the built-in :data:`DEFAULT_ENGINE` (measured on the
-development machine; the file it came from is in
-``benchmarks/results/scale/engine-probe.json``). ``--from-tuning`` writes the
-file from a ``swing-mpi calibrate`` tuning file instead (its fitted α and
-measured γ) without measuring.
+:func:`~swing_mpi.engine_costs.load_engine_costs` (re-exported here) is what the
+simulator's ``engine`` preset reads: ``$SWING_MPI_ENGINE_COSTS`` if set, else
+``~/.config/swing_mpi/engine_costs.json`` if it exists, else the built-in
+:data:`DEFAULT_ENGINE` (measured on the development machine; the file it came
+from is in ``benchmarks/results/scale/engine-probe.json``). ``--from-tuning``
+writes the file from a ``swing-mpi calibrate`` tuning file instead (its fitted
+α and measured γ) without measuring.
 """
 
 from __future__ import annotations
@@ -50,79 +50,17 @@ import os
 import statistics
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .config import rc
+from .engine_costs import DEFAULT_ENGINE, EngineCosts, default_engine_path, load_engine_costs
 
 __all__ = ["EngineCosts", "DEFAULT_ENGINE", "C_ALPHA_S", "default_engine_path", "load_engine_costs",
            "chain_schedules", "probe", "add_arguments", "run", "main"]
 
 C_ALPHA_S = 1.5e-6
 """The ``c`` preset's cost per step: 1.5 µs, the value the Trivance paper uses when it reruns Swing's simulator."""
-
-
-@dataclass(frozen=True)
-class EngineCosts:
-    """Measured software costs: per lane and step (lanes in series), per reduced byte, and the parts."""
-
-    alpha_s: float
-    gamma_s_per_byte: float
-    alpha_1lane_s: float | None = None
-    alpha_lane_s: float | None = None
-    c_gamma_s_per_byte: float | None = None
-    mpi_step_s: float | None = None
-    source: str = "built-in"
-    info: dict[str, Any] = field(default_factory=dict, compare=False)
-
-
-DEFAULT_ENGINE = EngineCosts(alpha_s=27.8e-6, gamma_s_per_byte=0.262e-9, alpha_1lane_s=18.0e-6, alpha_lane_s=31.0e-6,
-                             c_gamma_s_per_byte=0.180e-9, mpi_step_s=4.0e-6,
-                             source="built-in (benchmarks/results/scale/engine-probe.json)")
-"""The development machine's numbers (2 cores, MPICH over shared memory); see the module docstring."""
-
-
-def default_engine_path() -> Path:
-    """``$XDG_CONFIG_HOME/swing_mpi/engine_costs.json`` (``~/.config/swing_mpi/engine_costs.json``)."""
-    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
-    return Path(base) / "swing_mpi" / "engine_costs.json"
-
-
-def _from_dict(data: dict[str, Any], source: str) -> EngineCosts:
-    try:
-        alpha = float(data["alpha_s"])
-        gamma = float(data["gamma_s_per_byte"])
-    except (KeyError, TypeError, ValueError) as e:
-        raise ValueError(f"{source}: needs numbers alpha_s and gamma_s_per_byte ({e})") from None
-    if not (alpha >= 0 and gamma >= 0):
-        raise ValueError(f"{source}: alpha_s and gamma_s_per_byte must be >= 0")
-
-    def opt(key: str) -> float | None:
-        v = data.get(key)
-        return None if v is None else float(v)
-
-    return EngineCosts(alpha_s=alpha, gamma_s_per_byte=gamma, alpha_1lane_s=opt("alpha_1lane_s"),
-                       alpha_lane_s=opt("alpha_lane_s"), c_gamma_s_per_byte=opt("c_gamma_s_per_byte"),
-                       mpi_step_s=opt("mpi_step_s"),
-                       source=source, info=dict(data.get("info") or {}))
-
-
-def load_engine_costs(path: str | os.PathLike[str] | None = None) -> EngineCosts:
-    """Return the engine's costs: ``path``, ``$SWING_MPI_ENGINE_COSTS``, the default file, or :data:`DEFAULT_ENGINE`.
-
-    An explicit path or the environment variable must name a readable file;
-    the default file is used only if it exists.
-    """
-    named = path if path is not None else rc.engine_costs
-    p = Path(named) if named is not None else default_engine_path()
-    if named is None and not p.exists():
-        return DEFAULT_ENGINE
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise ValueError(f"cannot read engine costs {p}: {e}") from None
-    return _from_dict(data, str(p))
 
 
 # -- the probe --------------------------------------------------------------------------
