@@ -9,6 +9,7 @@ arguments and decision across ranks (:func:`swing_mpi.guard.verify`) before any 
 
 from __future__ import annotations
 
+import math
 from time import perf_counter
 from typing import Any
 
@@ -16,7 +17,7 @@ import numpy as np
 from mpi4py import MPI
 
 from . import guard, online
-from .buffers import Args, DeviceBuffer, call_args, is_in_place
+from .buffers import Args, DeviceBuffer, call_args, is_in_place, native_bit_identical
 from .choose import Decision, decide, supports
 from .config import rc
 from .executor import Plan
@@ -120,7 +121,10 @@ def _key(what: str, name: str, dims_t: tuple[int, ...], counts: Any, a: Args, op
 def _plan(st: CommState, key: tuple | None, name: str, dims_t: tuple[int, ...], a: Args, op: MPI.Op) -> Plan:
     plan = st.plans.get(key) if key is not None else None
     if plan is None:
-        plan = st.plan(key, lambda: build_schedule(name, dims_t, st.rank, a.count, exact=a.exact), a.datatype, op)
+        # two ranks combine one pair, the same bits on both for SUM and PROD of floats (IEEE's are commutative):
+        # the exact form then, not the rank-ordered contributions form
+        exact = a.exact or math.prod(dims_t) == 2 and native_bit_identical(op, a.datatype, False)
+        plan = st.plan(key, lambda: build_schedule(name, dims_t, st.rank, a.count, exact=exact), a.datatype, op)
     return plan
 
 
