@@ -44,7 +44,7 @@ if [ "$mode" = lab ]; then
   say "40 Mbit/s per direction (tc tbf), MPICH over TCP, so every byte crosses the emulated links"
   say "measuring 1 MiB and 4 MiB: swing-bw, bucket and MPI_Allreduce (MPICH's default); about 40 s"
   start=$SECONDS
-  "$PY" benchmarks/sweep.py --lab --dims 4x4 --rate-mbit 40 --sizes 1M,4M --algorithms swing-bw,bucket \
+  "$PY" benchmarks/sweep.py --lab --dims 4x4 --link 40M --sizes 1M,4M --algorithms swing-bw,bucket \
     --iters 5 --warmup 1 --timeout 300 --out "$OUT" -- "$@"
   say "done in $((SECONDS - start)) s. Plot: $OUT/goodput.png (dashed: the cost model); every row: $OUT/results.csv"
   say "Swing sends to torus neighbours on all four ports at once; MPI_Allreduce's peers share links."

@@ -13,8 +13,19 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from ..cliargs import Parser, add_collective, deprecated, say
 from ..schedule import AUTO, NATIVE
-from ..units import format_size, parse_size, parse_sizes, require_finite, short_size
+from ..units import (
+    RATE_HELP,
+    SIZE_HELP,
+    TIME_HELP,
+    format_size,
+    parse_rate,
+    parse_size,
+    parse_sizes,
+    parse_time,
+    short_size,
+)
 from .measure import DEFAULT_MAX_BYTES, collective_function, placed_comm, point_sizes, resolve_dims, run_bench
 from .plot import plot_results, plot_title
 from .results import (
@@ -48,6 +59,9 @@ STARTS = ("barrier", "sync")
 DTYPES = ("float64", "float32", "int64", "int32", "uint8", "complex128")
 OPS = ("sum", "prod", "max", "min", "band", "bor", "bxor")
 _ITEMSIZE = {"float64": 8, "float32": 4, "int64": 8, "int32": 4, "uint8": 1, "complex128": 16}
+
+_MPI_NAME = {"reduce_scatter": "reduce_scatter_block"}
+"""``--collective``'s name -> the collective's name here (MPI's: the reduce-scatter of equal blocks)."""
 
 DESCRIPTION = "swing-mpi bench: our collectives against the MPI library's own, side by side (run under mpiexec)"
 
@@ -91,12 +105,12 @@ def parse_algorithms(spec: str | None, known: Sequence[str] | None = None, *,
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the options of ``swing-mpi bench`` (and ``benchmarks/allreduce.py``)."""
     g = parser.add_argument_group("what to measure")
-    g.add_argument("--collective", default=ALLREDUCE, choices=tuple(COLLECTIVES),
-                   help="the collective (default allreduce); the size is always the full vector: the "
-                   "reduce-scatter's input, the all-gather's output")
+    add_collective(g, help="the collective: allreduce (default), reduce_scatter (MPI_Reduce_scatter_block) or "
+                   "allgather; the size is always the full vector: the reduce-scatter's input, the all-gather's "
+                   "output")
     g.add_argument("--sizes", "-m", default=None, metavar="MIN:MAX",
-                   help="message sizes in bytes: MIN:MAX (powers of two between), MIN:MAX:FACTOR, "
-                   f"or a comma list; K/M/G suffixes are binary (default {DEFAULT_SIZES})")
+                   help=f"message sizes in {SIZE_HELP}: MIN:MAX (powers of two between), MIN:MAX:FACTOR, "
+                   f"or a comma list (default {DEFAULT_SIZES})")
     g.add_argument("--algorithms", "-a", default=None, metavar="LIST",
                    help="comma list of algorithms: native, auto, registered names, or all "
                    "(default: native and every registered algorithm for the collective)")
@@ -106,13 +120,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="this rank's torus node (row-major index) is in $VAR: our collectives then run on "
                         "swing_mpi.Intracomm(comm, coords=...) at that place, for ranks not numbered like the wiring "
                         "(in the lab: --node-env SWING_LAB_NODE with lab --placement shuffled)")
-    g.add_argument("--dtype", "-d", default="float64", choices=DTYPES)
+    g.add_argument("--dtype", "-d", default="float64", choices=DTYPES,
+                   help="element type of the vectors (default float64)")
     g.add_argument("--op", "-o", default=None, choices=OPS,
                    help="reduction op (default sum; allgather takes none)")
     g.add_argument("--warmup", "-x", type=int, default=None, help=f"untimed calls per point (default {DEFAULT_WARMUP})")
     g.add_argument("--iters", "-i", type=int, default=None, help=f"timed calls per point (default {DEFAULT_ITERS})")
     g.add_argument("--max-bytes", default=None, metavar="SIZE",
-                   help=f"fewer iterations for large sizes: at most SIZE bytes per point "
+                   help=f"fewer iterations for large sizes: at most SIZE ({SIZE_HELP}) per point "
                    f"(default {short_size(DEFAULT_MAX_BYTES)}; 0: no cap); at least {MIN_ITERS} iterations")
     g.add_argument("--max-time", type=float, default=None, metavar="SECONDS",
                    help=f"fewer iterations for slow points: about SECONDS per point, estimated from the "
@@ -154,17 +169,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     o.add_argument("--plot", metavar="FILE.png", help="goodput vs size and time ratio vs native (needs matplotlib)")
     o.add_argument("--bw-unit", choices=("GB", "MB"), default="GB",
                    help="bandwidth unit of the table (default GB: 1e9 B/s)")
-    o.add_argument("--model-link-mbps", type=float, default=None, metavar="R",
-                   help="draw the cost model dashed (swing_mpi.model): link rate R Mbit/s per direction")
-    o.add_argument("--model-alpha-us", type=float, default=None, metavar="A",
-                   help="model latency per step in microseconds (default 0 with --model-link-mbps)")
+    o.add_argument("--model-link", default=None, metavar="RATE",
+                   help=f"draw the cost model dashed (swing_mpi.model) at this link rate per direction, {RATE_HELP}")
+    deprecated(o, "--model-link-mbps", dest="model_link", new="--model-link", convert=lambda v: f"{v}M")
+    o.add_argument("--model-alpha", default=None, metavar="TIME",
+                   help=f"model latency per step, {TIME_HELP} (default 0 with --model-link)")
+    deprecated(o, "--model-alpha-us", dest="model_alpha", new="--model-alpha", convert=lambda v: f"{v}us")
     o.add_argument("--model-congestion", choices=("routed", "distance"), default="routed", help=argparse.SUPPRESS)
     o.add_argument("--quiet", "-q", action="store_true", help="no progress lines on stderr")
 
 
 def build_parser(prog: str = "swing-mpi bench") -> argparse.ArgumentParser:
     """Return the parser of ``swing-mpi bench`` named ``prog``."""
-    p = argparse.ArgumentParser(prog=prog, description=DESCRIPTION)
+    p = Parser(prog=prog, description=DESCRIPTION)
     add_arguments(p)
     return p
 
@@ -176,6 +193,7 @@ class Config:
         """Read ``args`` (from :func:`build_parser`); raise ``ValueError`` for options that do not fit."""
         quick = bool(getattr(args, "quick", False))
         self.collective: str = getattr(args, "collective", None) or ALLREDUCE
+        self.collective = _MPI_NAME.get(self.collective, self.collective)
         if self.collective not in COLLECTIVES:
             raise ValueError(f"unknown collective {self.collective!r}; known: {', '.join(COLLECTIVES)}")
         self.dtype: str = args.dtype
@@ -228,12 +246,12 @@ class Config:
         self.json: str | None = args.json
         self.plot: str | None = args.plot
         self.bw_unit: str = args.bw_unit
-        self.model_rate: float | None = args.model_link_mbps
-        self.model_alpha: float | None = args.model_alpha_us
-        if self.model_rate is not None:
-            require_finite("--model-link-mbps", self.model_rate, above=0)
-        if self.model_alpha is not None:
-            require_finite("--model-alpha-us", self.model_alpha, at_least=0)
+        link = getattr(args, "model_link", None)
+        alpha = getattr(args, "model_alpha", None)
+        self.model_rate: float | None = parse_rate(link, "--model-link") if link is not None else None
+        """Bits per second."""
+        self.model_alpha: float | None = parse_time(alpha, "--model-alpha") if alpha is not None else None
+        """Seconds."""
         self.model_congestion: str = getattr(args, "model_congestion", "routed")
         self.quiet: bool = args.quiet
         if self.dtype == "complex128" and self.op in ("max", "min"):
@@ -245,8 +263,8 @@ class Config:
         """Return the model's keyword arguments (link rate in B/s, α in s, congestion), or ``None``."""
         if self.model_rate is None:
             return None
-        return {"link_bytes_per_s": self.model_rate * 1e6 / 8,
-                "alpha": (self.model_alpha or 0.0) / 1e6, "congestion": self.model_congestion}
+        return {"link_bytes_per_s": self.model_rate / 8,
+                "alpha": self.model_alpha or 0.0, "congestion": self.model_congestion}
 
 
 def _say(msg: str) -> None:
@@ -257,8 +275,8 @@ def run(args: argparse.Namespace) -> int:
     """Measure, print the table on rank 0 and write the files (``swing-mpi bench``)."""
     try:
         cfg = Config(args)
-    except ValueError as e:
-        _say(f"swing-mpi bench: {e}")
+    except ValueError as e:  # every rank finds it: rank 0 says it
+        say(f"swing-mpi bench: {e}")
         return 2
     from mpi4py import MPI
 
