@@ -127,8 +127,9 @@ def parse_rate(text: str, flag: str = "link rate") -> float:
     if not m:
         raise ValueError(f"{flag}: cannot parse {text!r}: expected {RATE_HELP}, e.g. 400G or 40M")
     if not m.group(2) and not m.group(3):
-        raise ValueError(f"{flag}: {text!r} has no unit: write bits per second with a decimal suffix, "
-                         f"e.g. {m.group(1)}G for {m.group(1)} Gbit/s or {m.group(1)}M for {m.group(1)} Mbit/s")
+        n = m.group(1)
+        raise ValueError(f"{flag}: {text!r} has no unit: write {n}G for {n} Gbit/s, {n}M for {n} Mbit/s "
+                         f"or {n}bps for {n} bit/s")
     v = float(m.group(1)) * _RATE[m.group(2).upper()]
     if not math.isfinite(v) or v <= 0:
         raise ValueError(f"{flag} must be > 0, got {text!r}")
