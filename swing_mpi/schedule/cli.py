@@ -98,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps({
             "algorithm": s.algorithm, "summary": ALGORITHMS[s.algorithm].summary,
             "dims": format_dims(s.dims), "rank": s.rank, "coords": list(torus.coords(s.rank)),
-            "size": s.size, "count": s.count, "steps": s.nsteps, "lanes": list(s.lane_names),
+            "p": s.size, "size": s.size, "count": s.count, "steps": s.nsteps, "lanes": list(s.lane_names),
             "slots": s.slots, "meta": {k: _jsonable(v) for k, v in s.meta.items()}, "transfers": rows,
         }, indent=1))
         return 0
