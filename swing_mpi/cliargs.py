@@ -7,6 +7,8 @@
 * :func:`add_collective`, :func:`collective_name`: ``--collective`` with one spelling
   (``allreduce``, ``reduce_scatter``, ``allgather``; ``reduce_scatter_block`` accepted).
 * :func:`say`: a message on stderr from rank 0 of the job only.
+* :func:`time_option`: an option's ``type`` for a time with its unit (``500ms``), a bare
+  number in the unit its help states.
 
 No MPI is imported: the rank comes from the launcher's environment.
 """
@@ -20,7 +22,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 __all__ = ["Parser", "job_rank", "say", "deprecated", "add_collective", "collective_name", "COLLECTIVES",
-           "COLLECTIVE_ALIASES", "split_names"]
+           "COLLECTIVE_ALIASES", "split_names", "time_option"]
 
 _RANK_VARS = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "MPI_RANK", "SLURM_PROCID")
 
@@ -124,3 +126,21 @@ def split_names(spec: str | Sequence[str] | None) -> list[str]:
             if name and name not in out:
                 out.append(name)
     return out
+
+
+def time_option(flag: str, *, bare: str = "s") -> Callable[[str], float]:
+    """Return an argparse ``type`` reading a time with its unit (``"500ms"``, ``"2s"``) into seconds.
+
+    A bare number is read in ``bare`` (the unit the option's help states); the message of a bad
+    value names ``flag``.
+    """
+    from .units import parse_time
+
+    def parse(text: str) -> float:
+        try:
+            return parse_time(text, flag, bare=bare)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+
+    parse.__name__ = "time"
+    return parse

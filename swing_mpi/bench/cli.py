@@ -13,7 +13,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from ..cliargs import Parser, add_collective, deprecated, say
+from ..cliargs import Parser, add_collective, deprecated, say, time_option
 from ..schedule import AUTO, NATIVE
 from ..units import (
     RATE_HELP,
@@ -129,9 +129,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--max-bytes", default=None, metavar="SIZE",
                    help=f"fewer iterations for large sizes: at most SIZE ({SIZE_HELP}) per point "
                    f"(default {short_size(DEFAULT_MAX_BYTES)}; 0: no cap); at least {MIN_ITERS} iterations")
-    g.add_argument("--max-time", type=float, default=None, metavar="SECONDS",
-                   help=f"fewer iterations for slow points: about SECONDS per point, estimated from the "
-                   f"warmup (default {DEFAULT_MAX_TIME:g}; 0: no cap); at least {MIN_ITERS} iterations")
+    g.add_argument("--max-time", type=time_option("--max-time"), default=None, metavar="TIME",
+                   help=f"fewer iterations for slow points: about TIME per point (500ms, 5s; a bare number is "
+                   f"seconds), estimated from the warmup (default {DEFAULT_MAX_TIME:g}s; 0: no cap); at least "
+                   f"{MIN_ITERS} iterations")
     place = g.add_mutually_exclusive_group()
     place.add_argument("--inplace", action="store_true", help="in-place only (MPI.IN_PLACE)")
     place.add_argument("--both", action="store_true", help="out-of-place and in-place")

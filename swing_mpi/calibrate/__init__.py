@@ -27,7 +27,7 @@ from mpi4py import MPI
 
 from ..bench.measure import library_version
 from ..choose import NATIVE_BELOW_MARGIN
-from ..cliargs import Parser, deprecated
+from ..cliargs import Parser, deprecated, time_option
 from ..model.fit import Fit, nnls
 from ..schedule import ALGORITHMS, NATIVE
 from ..state import dims_for
@@ -92,9 +92,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              f"(default {DEFAULT_SIZES})")
     parser.add_argument("--iters", "-i", type=int, default=DEFAULT_ITERS,
                         help=f"most timed rounds per size ({DEFAULT_ITERS})")
-    parser.add_argument("--point-time", type=float, default=DEFAULT_POINT_TIME,
-                        help=f"seconds of timed calls per size before its rounds stop; at least one round "
-                             f"(default {DEFAULT_POINT_TIME})")
+    parser.add_argument("--point-time", type=time_option("--point-time"), default=DEFAULT_POINT_TIME,
+                        metavar="TIME", help=f"time of timed calls per size before its rounds stop (500ms, 2s; a "
+                        f"bare number is seconds); at least one round (default {DEFAULT_POINT_TIME:g}s)")
     parser.add_argument("--drop", type=float, default=DEFAULT_DROP,
                         help="stop measuring a candidate this many times slower than the fastest at two sizes "
                              f"in a row and falling behind (default {DEFAULT_DROP})")

@@ -139,6 +139,22 @@ def test_collective_has_one_spelling_and_accepts_mpis():
         q.parse_args(["--collective", "allgather"])
 
 
+def test_time_options_take_a_unit_or_state_theirs(capsys):
+    from swing_mpi.bench.cli import Config
+    from swing_mpi.bench.cli import build_parser as bench_parser
+
+    assert Config(bench_parser().parse_args(["--max-time", "500ms"])).max_time == pytest.approx(0.5)
+    assert Config(bench_parser().parse_args(["--max-time", "5"])).max_time == 5.0  # its help: seconds
+    assert Config(bench_parser().parse_args(["--max-time", "0"])).max_time == 0.0
+    with pytest.raises(SystemExit):
+        bench_parser().parse_args(["--max-time", "5 parsecs"])
+    assert "argument --max-time: --max-time: cannot parse '5 parsecs'" in capsys.readouterr().err
+    calibrate = subparser("calibrate")
+    assert calibrate.parse_args(["--point-time", "300ms"]).point_time == pytest.approx(0.3)
+    assert calibrate.parse_args(["--point-time", "2"]).point_time == 2.0
+    assert calibrate.parse_args([]).point_time == 1.0
+
+
 def test_split_names():
     assert cliargs.split_names(None) == []
     assert cliargs.split_names("a, b,a") == ["a", "b"]
