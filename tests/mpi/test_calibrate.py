@@ -104,9 +104,12 @@ def test_bad_arguments_fail_on_every_rank(capsys, monkeypatch):
 
     assert calibrate.main(["--sizes", "8", "--algorithms", "nope"]) == 2
     assert calibrate.main(["--sizes", "8", "--settle", "-1"]) == 2
-    for bad in (["--point-time", "nan"], ["--point-time", "0"], ["--drop", "nan"], ["--drop", "inf"],
-                ["--warmup", "-1"]):
+    for bad in (["--point-time", "0"], ["--drop", "nan"], ["--drop", "inf"], ["--warmup", "-1"]):
         assert calibrate.main(["--sizes", "8", *bad]) == 2, bad
+    for bad in (["--point-time", "nan"], ["--point-time", "1 parsec"]):  # refused by the parser, on every rank
+        with pytest.raises(SystemExit) as e:
+            calibrate.main(["--sizes", "8", *bad])
+        assert e.value.code == 2, bad
     monkeypatch.setenv("SWING_MPI_NETWORK", "hypercube")
     config.rc.reload()
     assert calibrate.main(["--sizes", "8"]) == 2
