@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Replot benchmark results (no MPI): goodput vs size and time ratio vs native.
 
-    python benchmarks/plot.py benchmarks/results/shm/p16.json -o p16.png
+    python benchmarks/plot.py benchmarks/results/shm/p16/results.json -o p16.png
     python benchmarks/plot.py run-main.json run-mpich-ring.json -o both.png --model-link 40M
 
 Several files are merged; ``vs_native`` is recomputed against the ``native``

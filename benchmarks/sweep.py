@@ -101,7 +101,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--burst-kib", type=int, default=None,
                     help="lab token-bucket burst per port, KiB (default: the lab's, 256)")
     ap.add_argument("--tcp-cc", default=None, metavar="NAME",
-                    help="lab TCP congestion control in every namespace (default: the lab's, cubic; host: the host's)")
+                    help="lab TCP congestion control in every namespace (default: the lab's, auto: cubic where the "
+                    "kernel lets a namespace use it, else the host's default; host: the host's)")
     ap.add_argument("--queue-ms", type=int, default=None,
                     help="lab queue depth per port, ms at the rate (default: the lab's, 400)")
     ap.add_argument("--routers", action="store_true",
@@ -309,6 +310,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             make_plan,
             usable_cpus,
         )
+        from swing_mpi.lab.system import choose_tcp_cc
 
         rate = parse_rate(args.link, "--link") / 1e6 if args.link is not None else DEFAULT_RATE_MBIT
         mtu = args.mtu if args.mtu is not None else DEFAULT_MTU
@@ -316,9 +318,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         tcp_cc = args.tcp_cc if args.tcp_cc is not None else DEFAULT_TCP_CC
         queue = args.queue_ms if args.queue_ms is not None else DEFAULT_QUEUE_MS
         lab_dims = args.dims or str(np_)
+        tcp = choose_tcp_cc(tcp_cc, strict=False)  # the lab checks it strictly before it builds
         try:  # the lab's settings, checked before anything is written or built
-            plan = make_plan(lab_dims, rate_mbit=rate, mtu=mtu, burst_kib=burst, tcp_cc=tcp_cc, routers=args.routers,
-                             queue_ms=queue)
+            plan = make_plan(lab_dims, rate_mbit=rate, mtu=mtu, burst_kib=burst, tcp_cc=tcp.setting,
+                             routers=args.routers, queue_ms=queue)
         except ValueError as e:
             _say(f"sweep: lab: {e}")
             return 2
@@ -327,14 +330,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             _say(f"sweep: lab: note: {note}")
             lines.append(f"# note: {note}")
         lines.append(f"# each launch ran inside one emulated {lab_dims} torus lab ({rate:g} Mbit/s per link "
-                     f"direction, MTU {mtu}, burst {burst} KiB, TCP {tcp_cc}"
+                     f"direction, MTU {mtu}, burst {burst} KiB, TCP {tcp.note}"
                      f"{f', queues {queue} ms' if queue != DEFAULT_QUEUE_MS else ''}"
                      f"{', routers apart from hosts' if args.routers else ''}) built once for the sweep; "
                      "equivalent stand-alone commands:")
         for L in launches:
             envs = " ".join(f"-e {k}={shlex.quote(v)}" for k, v in L.env.items())
             lines.append(f"{shlex.quote(sys.executable)} -m swing_mpi lab --dims {lab_dims} --link {rate:g}M "
-                         f"--mtu {mtu} --burst-kib {burst} --tcp-cc {tcp_cc}{' --routers' if args.routers else ''} "
+                         f"--mtu {mtu} --burst-kib {burst} --tcp-cc {tcp.setting}"
+                         f"{' --routers' if args.routers else ''} "
                          f"{f'--queue-ms {queue} ' if queue != DEFAULT_QUEUE_MS else ''}"
                          f"--timeout {args.timeout:g} -n {np_} "
                          f"{envs + ' ' if envs else ''}-- "
@@ -355,12 +359,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     t0 = time.perf_counter()
     codes: dict[str, int] = {}
     check_ok: bool | None = None
+    tcp_name: str | None = None
+    tcp_note: str | None = None
     if args.lab:
-        from swing_mpi.lab import Lab, LabError, LabUnavailableError
+        from swing_mpi.lab import Lab, LabError
 
+        unbuilt = os.path.join(out, "lab-unavailable.txt")
+        if os.path.exists(unbuilt):
+            os.unlink(unbuilt)
+        built = False
         try:
             with Lab(lab_dims, rate_mbit=rate, mtu=mtu, burst_kib=burst, tcp_cc=tcp_cc, routers=args.routers,
                      queue_ms=queue, log=_say) as lab:
+                built = True
+                tcp_name, tcp_note = lab.tcp_cc, lab.tcp_choice.note
                 if args.lab_check:
                     res = lab.check(print_table=False)
                     check_ok = res.ok
@@ -379,12 +391,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                          + (f"  [{shown_env(L.env)}]" if L.env else ""))
                     codes[L.name] = _run_tee(argv_, {}, L.log, args.timeout)
                     _say(f"{L.name}: exit {codes[L.name]} after {time.perf_counter() - t0:.1f} s")
-        except LabUnavailableError as e:
-            _say(f"no lab here: {e}")
-            return 2
         except LabError as e:
-            _say(f"lab failed: {e}")
-            return 1
+            if built:
+                _say(f"lab failed: {e}")
+                return 1
+            reason = " ".join(str(e).split())  # a host that cannot build the lab: one line, for scripts/demo.sh
+            with open(unbuilt, "w") as f:
+                f.write(reason + "\n")
+            _say(f"no lab here: {reason}")
+            return 2
     else:
         for L in launches:
             env = {"MPIEXEC_TIMEOUT": str(int(args.timeout)), **L.env}
@@ -406,7 +421,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                  "congestion": "routed"}
         add_model_times(rows, warn=_say, **model)
     sweep = {"command": sweep_cmd, "np": np_, "dims": args.dims, "lab": bool(args.lab), "lab_check_ok": check_ok,
-             "rate_mbit": rate, "mtu": mtu, "burst_kib": burst, "tcp_cc": tcp_cc,
+             "rate_mbit": rate, "mtu": mtu, "burst_kib": burst, "tcp_cc": tcp_name, "tcp_cc_note": tcp_note,
              "routers": bool(args.lab and args.routers), "queue_ms": queue,
              "mpich_algorithms": args.mpich_algorithms, "model": model, "exit_codes": codes,
              "seconds": round(time.perf_counter() - t0, 1)}
@@ -414,16 +429,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     write_json(os.path.join(out, "results.json"), {"sweep": sweep, "runs": envs}, rows)
     unit = args.bw_unit or ("MB" if args.lab else "GB")
     table = format_table(rows, unit)
+    lab_line = (f"# lab {lab_dims} at {rate:g} Mbit/s per link direction, TCP congestion control {tcp_note}\n"
+                if args.lab else "")
     with open(os.path.join(out, "table.txt"), "w") as f:
-        f.write(f"# {sweep_cmd}\n# vs_native: median / run 1's native median at the same size\n{table}\n")
+        f.write(f"# {sweep_cmd}\n{lab_line}# vs_native: median / run 1's native median at the same size\n{table}\n")
     if len(launches) > 1:  # one launch has printed this table already
         print("\n# merged (vs_native against run 1's native)\n" + table)
     digest = summary(rows)
     with open(os.path.join(out, "summary.txt"), "w") as f:
-        f.write(f"# {sweep_cmd}\n{digest}\n")
-    print("\n" + digest, flush=True)
+        f.write(f"# {sweep_cmd}\n{lab_line}{digest}\n")
+    print("\n" + lab_line + digest, flush=True)
     first = next(iter(envs.values()), {})
-    where = f"lab {lab_dims} at {rate:g} Mbit/s" if args.lab else "shared memory"
+    where = f"lab {lab_dims} at {rate:g} Mbit/s, TCP {tcp_name}" if args.lab else "shared memory"
     title = (f"allreduce {args.dtype} {args.op}, p={np_}, dims {first.get('dims', args.dims)}, {where}"
              f" — {first.get('mpi_library', '')}")
     try:

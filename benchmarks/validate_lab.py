@@ -2,7 +2,7 @@
 
     python benchmarks/validate_lab.py                       # table on stdout
     python benchmarks/validate_lab.py --out benchmarks/results/scale/validate-lab-cubic
-    python benchmarks/validate_lab.py --alpha-lab benchmarks/results/scale/lab-alpha/alpha.json --out DIR
+    python benchmarks/validate_lab.py --alpha-lab ALPHA.json --out DIR
 
 For every algorithm of ours measured in the lab at 1, 4 and 16 MiB on 4x4, 3x4
 and 8x8 (by default benchmarks/results/scale/lab-cubic/*/results.csv and
@@ -17,7 +17,7 @@ ring's Figure 1 ratio (Rabenseifner's recursive-doubling reduce-scatter over
 single-port Swing) in the lab and simulated, within 10 %?
 
 With ``--alpha-lab`` each shape's cost per step is the lab's own, measured at
-2 KiB in that lab (benchmarks/results/scale/lab-alpha: run.sh, then fit.py),
+2 KiB in that lab (the scripts and the file: ``git show 0ebc753:benchmarks/results/scale/lab-alpha/``),
 instead of the engine's, measured on idle cores: the lab runs up to 64 ranks
 on 2 cores, where a step costs what their sharing costs. The 2 KiB runs are
 not among the validated points.
@@ -142,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="the simulator's CPU model instead of the preset's (engine: rank)")
     ap.add_argument("--alpha-lab", metavar="FILE", default=None,
                     help="per shape, the lab's own cost per step measured at 2 KiB (alpha.json of "
-                         "benchmarks/results/scale/lab-alpha/fit.py): its alpha and CPU model replace --alpha's")
+                         "scale/lab-alpha/fit.py at commit 0ebc753): its alpha and CPU model replace --alpha's")
     ap.add_argument("--shapes", default="4x4,3x4,8x8,16", help="shapes (16: the ring's Figure 1 ratio)")
     ap.add_argument("--sizes", default=None, help="only these sizes, e.g. 1M (default 1M,4M,16M)")
     ap.add_argument("--lab-set", action="append", default=[], metavar="SHAPE=DIR[,DIR]",

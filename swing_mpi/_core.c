@@ -1,6 +1,6 @@
 /* swing_mpi's compiled engine core: runs a plan's program (posts, waits, reductions) in one call.
  *
- * The Python side (swing_mpi/engine.py) compiles a plan once into a flat int64 program and keeps the
+ * The Python side (swing_mpi/program.py) compiles a plan once into a flat int64 program and keeps the
  * pure-Python executor beside it, which gives the same bits. This file only interprets that program:
  *
  *   program  := nsteps, then per step: nls, then per lane-step:
@@ -14,7 +14,11 @@
  * Every lane's messages of a step are posted at once; an apply runs as soon as the messages it
  * depends on are complete and the lane-step's earlier applies have run (so the order in which a
  * rank combines data never changes). Reductions: a C loop where it is exactly numpy's ufunc (the
- * pure-Python path's), split over a pool of threads for large blocks; MPI_Reduce_local otherwise.
+ * pure-Python path's), MPI_Reduce_local otherwise. With threads to spare, a large block's reduction is
+ * queued on a pool of worker threads, split in parts, while this thread goes on completing messages (and
+ * runs queued parts itself when it has nothing else to do): the reduction overlaps the wire. A lane-step's
+ * next apply waits for its queued one, and a step ends when all are done, so the order in which a rank
+ * combines any element never changes and every rank gets the same bits.
  *
  * MPI handles arrive as Fortran integers (MPI_*_f2c), so the file is compiled against the mpi.h of the
  * MPI library that mpi4py loaded, once per venv (swing_mpi/native.py).
@@ -89,7 +93,14 @@ static int kernel_size(int kernel)
 }
 
 /* ---------------------------------------------------------------- the reduction pool */
+/* Two kinds of work: a synchronous generation (kernel_threads: the caller splits a reduction, runs a part
+ * itself and waits for the others) and an asynchronous queue (an engine hands a large reduction to the
+ * workers and goes on progressing MPI; each job decrements its lane-step's busy counter when done). */
 typedef struct { int kernel; char *d; const char *a, *b; Py_ssize_t n; } job_t;
+struct Engine;
+typedef struct { job_t j; int *busy; struct Engine *e; int step, lane; } ajob_t;
+#define QCAP 256
+static void trace_job(struct Engine *e, int kind, int step, int lane, Py_ssize_t bytes);
 
 static struct {
     pthread_mutex_t mu;
@@ -100,7 +111,19 @@ static struct {
     long gen;         /* job generation */
     int active;       /* workers taking part in this generation */
     int left;         /* of them, not finished */
+    ajob_t q[QCAP];   /* the asynchronous queue */
+    long qh, qt;      /* head (next to take) and tail */
 } pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER};
+
+static void run_ajob(ajob_t *j)
+{
+    if (j->e)
+        trace_job(j->e, 2, j->step, j->lane, j->j.n * kernel_size(j->j.kernel));
+    kernel_run(j->j.kernel, j->j.d, j->j.a, j->j.b, j->j.n);
+    if (j->e)
+        trace_job(j->e, 3, j->step, j->lane, j->j.n * kernel_size(j->j.kernel));
+    __atomic_sub_fetch(j->busy, 1, __ATOMIC_RELEASE);
+}
 
 static void *pool_worker(void *arg)
 {
@@ -108,17 +131,25 @@ static void *pool_worker(void *arg)
     long seen = 0;
     pthread_mutex_lock(&pool.mu);
     for (;;) {
-        while (pool.gen == seen)
+        while (pool.gen == seen && pool.qh == pool.qt)
             pthread_cond_wait(&pool.go, &pool.mu);
-        seen = pool.gen;
-        if (id >= pool.active)
+        if (pool.gen != seen) {
+            seen = pool.gen;
+            if (id >= pool.active)
+                continue;
+            job_t j = pool.jobs[id];
+            pthread_mutex_unlock(&pool.mu);
+            kernel_run(j.kernel, j.d, j.a, j.b, j.n);
+            pthread_mutex_lock(&pool.mu);
+            if (--pool.left == 0)
+                pthread_cond_signal(&pool.done);
             continue;
-        job_t j = pool.jobs[id];
+        }
+        ajob_t j = pool.q[pool.qh % QCAP];
+        pool.qh++;
         pthread_mutex_unlock(&pool.mu);
-        kernel_run(j.kernel, j.d, j.a, j.b, j.n);
+        run_ajob(&j);
         pthread_mutex_lock(&pool.mu);
-        if (--pool.left == 0)
-            pthread_cond_signal(&pool.done);
     }
     return NULL;
 }
@@ -136,6 +167,51 @@ static int pool_grow(int workers)
         pool.started++;
     }
     return pool.started;
+}
+
+/* run one queued job on this thread, if there is one; 1 if it ran one */
+static int pool_help(void)
+{
+    pthread_mutex_lock(&pool.mu);
+    if (pool.qh == pool.qt) {
+        pthread_mutex_unlock(&pool.mu);
+        return 0;
+    }
+    ajob_t j = pool.q[pool.qh % QCAP];
+    pool.qh++;
+    pthread_mutex_unlock(&pool.mu);
+    run_ajob(&j);
+    return 1;
+}
+
+/* queue the kernel over n elements in up to `parts` jobs (each >= min_bytes); *busy counts them down.
+ * 0 when queued, -1 when there are no workers or no room (the caller runs it itself) */
+static int pool_submit(int kernel, char *d, const char *a, const char *b, Py_ssize_t n, int parts,
+                       Py_ssize_t min_bytes, int *busy, struct Engine *e, int step, int lane)
+{
+    int esz = kernel_size(kernel);
+    Py_ssize_t bytes = n * esz;
+    if (min_bytes > 0 && bytes / min_bytes < parts)
+        parts = (int)(bytes / min_bytes);
+    if (parts < 1)
+        parts = 1;
+    pthread_mutex_lock(&pool.mu);
+    if (pool_grow(parts) < 1 || pool.qt - pool.qh + parts > QCAP) {
+        pthread_mutex_unlock(&pool.mu);
+        return -1;
+    }
+    Py_ssize_t per = (n + parts - 1) / parts, at = 0;
+    __atomic_add_fetch(busy, parts, __ATOMIC_RELAXED);
+    for (int t = 0; t < parts; t++) {
+        Py_ssize_t lo = at, hi = at + per < n ? at + per : n;
+        ajob_t j = {{kernel, d + lo * esz, a + lo * esz, b + lo * esz, hi > lo ? hi - lo : 0}, busy, e, step, lane};
+        pool.q[pool.qt % QCAP] = j;
+        pool.qt++;
+        at = hi;
+    }
+    pthread_cond_broadcast(&pool.go);
+    pthread_mutex_unlock(&pool.mu);
+    return 0;
 }
 
 /* the kernel over n elements, on up to `threads` threads (this one included) in parts of >= min_bytes */
@@ -175,7 +251,7 @@ static void kernel_threads(int kernel, char *d, const char *a, const char *b, Py
 }
 
 /* ---------------------------------------------------------------- the engine object */
-typedef struct {
+typedef struct Engine {
     PyObject_HEAD
     int64_t *prog;          /* copy of the program */
     Py_ssize_t proglen;
@@ -209,11 +285,55 @@ typedef struct {
     Py_ssize_t *ls_apply;   /* offset of the next apply record */
     int nls, lscap;
     int applies_left;
+    int *ls_busy;           /* queued reduction jobs of each lane-step not finished (atomic) */
+    int held_back;          /* an apply waits for a queued reduction (so no message completion may follow) */
+    /* a trace of the last operation (trace(capacity) turns it on): t, kind, step, lane, value */
+    double t0;
+    double *tr_t;
+    long long *tr_v;
+    int tr_cap, tr_n;
     /* an error: where it happened */
     int err_code, err_step, err_lane, err_peer, err_kind;
 } Engine;
 
 static PyObject *CoreError;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* trace kinds: 0 a step posted (value: its messages), 1 a message complete (value: its bytes),
+ * 2 a reduction starts (value: bytes), 3 it ends, 4 the operation is complete */
+static void trace_event(Engine *e, int kind, int step, int lane, long long value)
+{
+    if (!e->tr_cap)
+        return;
+    int i = __atomic_fetch_add(&e->tr_n, 1, __ATOMIC_RELAXED);
+    if (i >= e->tr_cap)
+        return;
+    e->tr_t[i] = now_s() - e->t0;
+    e->tr_v[4 * i] = kind;
+    e->tr_v[4 * i + 1] = step;
+    e->tr_v[4 * i + 2] = lane;
+    e->tr_v[4 * i + 3] = value;
+}
+
+static void trace_job(struct Engine *e, int kind, int step, int lane, Py_ssize_t bytes)
+{
+    trace_event(e, kind, step, lane, bytes);
+}
+
+/* wait for the queued reductions of the current step (helping with them) */
+static void drain(Engine *e)
+{
+    for (int l = 0; l < e->nls; l++)
+        while (__atomic_load_n(&e->ls_busy[l], __ATOMIC_ACQUIRE))
+            if (!pool_help())
+                sched_yield();
+}
 
 static void release_views(Engine *e)
 {
@@ -226,7 +346,12 @@ static void release_views(Engine *e)
 
 static void Engine_dealloc(Engine *e)
 {
+    if (e->ls_busy)
+        drain(e);
     release_views(e);
+    PyMem_Free(e->ls_busy);
+    PyMem_Free(e->tr_t);
+    PyMem_Free(e->tr_v);
     PyMem_Free(e->prog);
     PyMem_Free(e->step_at);
     PyMem_Free(e->types);
@@ -311,7 +436,8 @@ static int Engine_init(Engine *e, PyObject *args, PyObject *kw)
     e->ls_msg0 = PyMem_Malloc(sizeof(int) * (maxls + 1));
     e->ls_next = PyMem_Malloc(sizeof(int) * maxls);
     e->ls_apply = PyMem_Malloc(sizeof(Py_ssize_t) * maxls);
-    if (!e->reqs || !e->req_ls || !e->req_done || !e->indices || !e->statuses || !e->ls_at || !e->ls_msg0 ||
+    e->ls_busy = PyMem_Calloc(maxls, sizeof(int));
+    if (!e->ls_busy || !e->reqs || !e->req_ls || !e->req_done || !e->indices || !e->statuses || !e->ls_at || !e->ls_msg0 ||
         !e->ls_next || !e->ls_apply) {
         PyErr_NoMemory();
         return -1;
@@ -409,17 +535,35 @@ static int post_step(Engine *e)
             at += 10 + (p[at + 9] > 0 ? p[at + 9] : 0);
     }
     e->ls_msg0[nls] = e->nreqs;
+    trace_event(e, 0, (int)e->step, -1, e->nreqs);
     return 0;
+}
+
+/* the kernel part of a reduce (kind 1) or first (kind 2) apply, queued on the pool's workers where the
+ * engine has threads to spare and the block is large: 1 if queued, 0 if the caller must run it */
+static int queue_apply(Engine *e, int l, int kind, char *dst, char *a, char *b, Py_ssize_t nbytes, int pf)
+{
+    if (e->threads < 2 || e->kernel < 0 || nbytes < e->min_bytes || nbytes % e->ext)
+        return 0;
+    Py_ssize_t m = nbytes / kernel_size(e->kernel);
+    const char *x = kind == 1 ? (pf ? a : dst) : (pf ? a : b), *y = kind == 1 ? (pf ? dst : a) : (pf ? b : a);
+    return pool_submit(e->kernel, dst, x, y, m, e->threads, e->min_bytes, &e->ls_busy[l], e, (int)e->step,
+                       (int)e->prog[e->ls_at[l]]) == 0;
 }
 
 /* run every apply whose messages are complete, in each lane-step's order; -1 on an MPI error */
 static int run_applies(Engine *e)
 {
     int64_t *p = e->prog;
+    e->held_back = 0;
     for (int l = 0; l < e->nls; l++) {
         Py_ssize_t ls = e->ls_at[l];
         int nap = (int)p[ls + 3], m0 = e->ls_msg0[l], m1 = e->ls_msg0[l + 1];
         while (e->ls_next[l] < nap) {
+            if (__atomic_load_n(&e->ls_busy[l], __ATOMIC_ACQUIRE)) {
+                e->held_back = 1;  /* the lane-step's previous reduction is still on the workers */
+                break;
+            }
             Py_ssize_t at = e->ls_apply[l];
             int ndeps = (int)p[at + 9], ready = 1;
             if (ndeps < 0) {
@@ -433,13 +577,15 @@ static int run_applies(Engine *e)
                 break;
             int kind = (int)p[at], pf = (int)p[at + 8], rc = 0;
             char *dst = e->base[p[at + 1]] + p[at + 2], *a = e->base[p[at + 3]] + p[at + 4];
+            char *b = kind == 2 ? e->base[p[at + 5]] + p[at + 6] : NULL;
             Py_ssize_t nbytes = (Py_ssize_t)p[at + 7];
-            if (kind == 0)
+            if (kind == 0) {
                 memcpy(dst, a, nbytes);
-            else if (kind == 1)
-                rc = do_reduce(e, dst, a, nbytes, pf);
-            else
-                rc = do_first(e, dst, a, e->base[p[at + 5]] + p[at + 6], nbytes, pf);
+            } else if (!queue_apply(e, l, kind, dst, a, b, nbytes, pf)) {
+                trace_event(e, 2, (int)e->step, (int)p[ls], nbytes);
+                rc = kind == 1 ? do_reduce(e, dst, a, nbytes, pf) : do_first(e, dst, a, b, nbytes, pf);
+                trace_event(e, 3, (int)e->step, (int)p[ls], nbytes);
+            }
             if (rc != MPI_SUCCESS) {
                 set_error(e, rc, (int)p[ls], -1, 2);
                 return -1;
@@ -456,6 +602,9 @@ static int step_done(Engine *e)
 {
     if (e->applies_left)
         return 0;
+    for (int l = 0; l < e->nls; l++)
+        if (__atomic_load_n(&e->ls_busy[l], __ATOMIC_ACQUIRE))
+            return 0;
     for (int r = 0; r < e->nreqs; r++)
         if (!e->req_done[r])
             return 0;
@@ -469,6 +618,8 @@ static int mark(Engine *e, int outcount, int rc)
     for (int i = 0; i < outcount; i++) {
         int r = e->indices[i];
         e->req_done[r] = 1;
+        if (e->tr_cap)
+            trace_event(e, 1, (int)e->step, (int)p[e->ls_at[e->req_ls[r]]], r);
         if (rc == MPI_ERR_IN_STATUS && e->statuses[i].MPI_ERROR != MPI_SUCCESS) {
             int l = e->req_ls[r];
             Py_ssize_t at = e->ls_at[l] + 4 + 5 * p[e->ls_at[l] + 1] + 6 * (r - e->ls_msg0[l]);
@@ -489,8 +640,10 @@ static int advance(Engine *e)
         if (!step_done(e))
             return 0;
         e->step++;
-        if (e->step >= e->nsteps)
+        if (e->step >= e->nsteps) {
+            trace_event(e, 4, (int)e->step, -1, 0);
             return 1;
+        }
         if (post_step(e) < 0)
             return -1;
     }
@@ -519,17 +672,21 @@ static int poll_once(Engine *e, int block)
     return outcount;
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static void sleep_s(double s)
 {
     struct timespec ts = {(time_t)s, (long)((s - (time_t)s) * 1e9)};
     nanosleep(&ts, NULL);
+}
+
+/* whether the queued reductions the step waits for (after its messages) are done */
+static int queue_moved(Engine *e)
+{
+    if (!e->held_back && e->applies_left)
+        return 0;
+    for (int l = 0; l < e->nls; l++)
+        if (__atomic_load_n(&e->ls_busy[l], __ATOMIC_ACQUIRE))
+            return 0;
+    return e->held_back || pending_count(e) == 0;
 }
 
 /* policy: 0 spin, 1 yield, 2 backoff. Returns 1 done, 2 timed out, -1 error */
@@ -539,7 +696,7 @@ static int wait_loop(Engine *e, int policy, double timeout, double sleep_us)
     double deadline = timeout >= 0 ? now_s() + timeout : -1, since = 0;
     long idle = 0;
     while (st == 0) {
-        if (policy == 0 && deadline < 0) {
+        if (policy == 0 && deadline < 0 && pending_count(e) > 0 && !pool_help()) {
             if (poll_once(e, 1) < 0)
                 return -1;
         } else {
@@ -547,6 +704,8 @@ static int wait_loop(Engine *e, int policy, double timeout, double sleep_us)
             if (got < 0)
                 return -1;
             if (got == 0) {
+                if (pool_help() || queue_moved(e))
+                    goto next;  /* a queued reduction ran on this thread, or finished: the step moves on */
                 double t = (deadline >= 0 || policy == 2) ? now_s() : 0;
                 if (deadline >= 0 && t > deadline)
                     return 2;
@@ -563,6 +722,7 @@ static int wait_loop(Engine *e, int policy, double timeout, double sleep_us)
                 }
                 continue;
             }
+        next:
             idle = 0;
             since = 0;
         }
@@ -601,6 +761,9 @@ static PyObject *outcome(Engine *e, int st)
         Py_RETURN_FALSE;
     if (st == 2)
         return PyLong_FromLong(2);
+    Py_BEGIN_ALLOW_THREADS
+    drain(e);
+    Py_END_ALLOW_THREADS
     e->active = 0;
     release_views(e);  /* the operation is broken; Python keeps the buffers alive */
     return PyLong_FromLong(-1);
@@ -623,6 +786,9 @@ static PyObject *Engine_start(Engine *e, PyObject *args)
     e->step = 0;
     e->err_code = 0;
     e->active = 1;
+    e->nls = 0;
+    e->tr_n = 0;
+    e->t0 = now_s();
     int st = 1;
     if (e->nsteps > 0) {
         Py_BEGIN_ALLOW_THREADS
@@ -679,6 +845,9 @@ static PyObject *Engine_run(Engine *e, PyObject *args)
     e->step = 0;
     e->err_code = 0;
     e->active = 1;
+    e->nls = 0;
+    e->tr_n = 0;
+    e->t0 = now_s();
     int st = 1;
     if (e->nsteps > 0) {
         Py_BEGIN_ALLOW_THREADS
@@ -720,9 +889,56 @@ static PyObject *Engine_error(Engine *e, PyObject *unused)
 /* abandon(): forget a broken operation (its requests stay posted, as MPI has no way to take them back) */
 static PyObject *Engine_abandon(Engine *e, PyObject *unused)
 {
+    Py_BEGIN_ALLOW_THREADS
+    drain(e);
+    Py_END_ALLOW_THREADS
     e->active = 0;
     release_views(e);
     Py_RETURN_NONE;
+}
+
+/* trace(capacity=-1) -> [(t, kind, step, lane, value)] of the last operation; capacity >= 0 sets how many
+ * events the next operations keep (0: no trace) */
+static PyObject *Engine_trace(Engine *e, PyObject *args)
+{
+    int cap = -1;
+    if (!PyArg_ParseTuple(args, "|i", &cap))
+        return NULL;
+    int n = e->tr_n < e->tr_cap ? e->tr_n : e->tr_cap;
+    PyObject *list = PyList_New(n);
+    if (!list)
+        return NULL;
+    for (int i = 0; i < n; i++) {
+        PyObject *t = Py_BuildValue("(dLLLL)", e->tr_t[i], e->tr_v[4 * i], e->tr_v[4 * i + 1], e->tr_v[4 * i + 2],
+                                    e->tr_v[4 * i + 3]);
+        if (!t) {
+            Py_DECREF(list);
+            return NULL;
+        }
+        PyList_SET_ITEM(list, i, t);
+    }
+    if (cap >= 0) {
+        if (e->active) {
+            Py_DECREF(list);
+            PyErr_SetString(CoreError, "the engine is running an operation");
+            return NULL;
+        }
+        PyMem_Free(e->tr_t);
+        PyMem_Free(e->tr_v);
+        e->tr_t = NULL;
+        e->tr_v = NULL;
+        e->tr_cap = e->tr_n = 0;
+        if (cap > 0) {
+            e->tr_t = PyMem_Malloc(sizeof(double) * cap);
+            e->tr_v = PyMem_Malloc(sizeof(long long) * 4 * cap);
+            if (!e->tr_t || !e->tr_v) {
+                Py_DECREF(list);
+                return PyErr_NoMemory();
+            }
+            e->tr_cap = cap;
+        }
+    }
+    return list;
 }
 
 static PyObject *Engine_get_active(Engine *e, void *closure)
@@ -752,6 +968,7 @@ static PyMethodDef Engine_methods[] = {
     {"pending", (PyCFunction)Engine_pending, METH_NOARGS, "pending() -> (step, [(lane, peer, kind)])"},
     {"error", (PyCFunction)Engine_error, METH_NOARGS, "error() -> (code, step, lane, peer, kind)"},
     {"abandon", (PyCFunction)Engine_abandon, METH_NOARGS, "forget a broken operation"},
+    {"trace", (PyCFunction)Engine_trace, METH_VARARGS, "trace(capacity=-1) -> [(t, kind, step, lane, value)]"},
     {NULL}};
 
 static PyGetSetDef Engine_getset[] = {
@@ -765,7 +982,7 @@ static PyTypeObject EngineType = {
     .tp_basicsize = sizeof(Engine),
     .tp_dealloc = (destructor)Engine_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "A compiled plan program (see swing_mpi/engine.py).",
+    .tp_doc = "A compiled plan program (see swing_mpi/program.py).",
     .tp_methods = Engine_methods,
     .tp_getset = Engine_getset,
     .tp_init = (initproc)Engine_init,

@@ -33,13 +33,13 @@ Each number is the median of ``--repeats`` rounds (each a median over calls);
 the machine's load average goes into the file, since another process on the
 cores inflates every number.
 
-:func:`load_engine_costs` is what the simulator's ``engine`` preset reads:
-``$SWING_MPI_ENGINE_COSTS`` if set, else ``~/.config/swing_mpi/engine_costs.json``
-if it exists, else the built-in :data:`DEFAULT_ENGINE` (measured on the
-development machine; the file it came from is in
-``benchmarks/results/scale/engine-probe.json``). ``--from-tuning`` writes the
-file from a ``swing-mpi calibrate`` tuning file instead (its fitted α and
-measured γ) without measuring.
+:func:`~swing_mpi.engine_costs.load_engine_costs` (re-exported here) is what the
+simulator's ``engine`` preset reads: ``$SWING_MPI_ENGINE_COSTS`` if set, else
+``~/.config/swing_mpi/engine_costs.json`` if it exists, else the built-in
+:data:`DEFAULT_ENGINE` (measured on the development machine; the file it came
+from is in ``benchmarks/results/scale/engine-probe.json``). ``--from-tuning``
+writes the file from a ``swing-mpi calibrate`` tuning file instead (its fitted
+α and measured γ) without measuring.
 """
 
 from __future__ import annotations
@@ -50,11 +50,11 @@ import os
 import statistics
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .config import rc
+from .engine_costs import DEFAULT_ENGINE, EngineCosts, default_engine_path, load_engine_costs
 
 __all__ = ["EngineCosts", "DEFAULT_ENGINE", "C_ALPHA_S", "default_engine_path", "load_engine_costs",
            "chain_schedules", "probe", "add_arguments", "run", "main"]
@@ -63,75 +63,13 @@ C_ALPHA_S = 1.5e-6
 """The ``c`` preset's cost per step: 1.5 µs, the value the Trivance paper uses when it reruns Swing's simulator."""
 
 
-@dataclass(frozen=True)
-class EngineCosts:
-    """Measured software costs: per lane and step (lanes in series), per reduced byte, and the parts."""
-
-    alpha_s: float
-    gamma_s_per_byte: float
-    alpha_1lane_s: float | None = None
-    alpha_lane_s: float | None = None
-    c_gamma_s_per_byte: float | None = None
-    mpi_step_s: float | None = None
-    source: str = "built-in"
-    info: dict[str, Any] = field(default_factory=dict, compare=False)
-
-
-DEFAULT_ENGINE = EngineCosts(alpha_s=27.8e-6, gamma_s_per_byte=0.262e-9, alpha_1lane_s=18.0e-6, alpha_lane_s=31.0e-6,
-                             c_gamma_s_per_byte=0.180e-9, mpi_step_s=4.0e-6,
-                             source="built-in (benchmarks/results/scale/engine-probe.json)")
-"""The development machine's numbers (2 cores, MPICH over shared memory); see the module docstring."""
-
-
-def default_engine_path() -> Path:
-    """``$XDG_CONFIG_HOME/swing_mpi/engine_costs.json`` (``~/.config/swing_mpi/engine_costs.json``)."""
-    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
-    return Path(base) / "swing_mpi" / "engine_costs.json"
-
-
-def _from_dict(data: dict[str, Any], source: str) -> EngineCosts:
-    try:
-        alpha = float(data["alpha_s"])
-        gamma = float(data["gamma_s_per_byte"])
-    except (KeyError, TypeError, ValueError) as e:
-        raise ValueError(f"{source}: needs numbers alpha_s and gamma_s_per_byte ({e})") from None
-    if not (alpha >= 0 and gamma >= 0):
-        raise ValueError(f"{source}: alpha_s and gamma_s_per_byte must be >= 0")
-
-    def opt(key: str) -> float | None:
-        v = data.get(key)
-        return None if v is None else float(v)
-
-    return EngineCosts(alpha_s=alpha, gamma_s_per_byte=gamma, alpha_1lane_s=opt("alpha_1lane_s"),
-                       alpha_lane_s=opt("alpha_lane_s"), c_gamma_s_per_byte=opt("c_gamma_s_per_byte"),
-                       mpi_step_s=opt("mpi_step_s"),
-                       source=source, info=dict(data.get("info") or {}))
-
-
-def load_engine_costs(path: str | os.PathLike[str] | None = None) -> EngineCosts:
-    """Return the engine's costs: ``path``, ``$SWING_MPI_ENGINE_COSTS``, the default file, or :data:`DEFAULT_ENGINE`.
-
-    An explicit path or the environment variable must name a readable file;
-    the default file is used only if it exists.
-    """
-    named = path if path is not None else rc.engine_costs
-    p = Path(named) if named is not None else default_engine_path()
-    if named is None and not p.exists():
-        return DEFAULT_ENGINE
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise ValueError(f"cannot read engine costs {p}: {e}") from None
-    return _from_dict(data, str(p))
-
-
 # -- the probe --------------------------------------------------------------------------
 
-def chain_schedules(steps: int, *, lanes: int = 1) -> list[Any]:
-    """Two ranks' schedules: ``steps`` steps on each of ``lanes`` lanes, each step exchanging one element.
+def chain_schedules(steps: int, *, lanes: int = 1, count: int = 1) -> list[Any]:
+    """Two ranks' schedules: ``steps`` steps on each of ``lanes`` lanes, each step exchanging ``count`` elements.
 
-    Lane ``i`` owns element ``i``; every step reduces the peer's copy of it
-    (``peer_first`` on rank 1, so both compute the same sum).
+    Lane ``i`` owns elements ``i*count`` to ``(i+1)*count``; every step reduces the peer's copy of
+    them (``peer_first`` on rank 1, so both compute the same sum).
     """
     from .schedule.base import REDUCE, Schedule, Step, Transfer
 
@@ -139,10 +77,11 @@ def chain_schedules(steps: int, *, lanes: int = 1) -> list[Any]:
     for rank in range(2):
         peer = 1 - rank
         lane_steps = tuple(
-            tuple(Step(transfers=(Transfer(peer=peer, send=((i, i + 1),), recv=((i, i + 1),), action=REDUCE,
+            tuple(Step(transfers=(Transfer(peer=peer, send=((i * count, (i + 1) * count),),
+                                           recv=((i * count, (i + 1) * count),), action=REDUCE,
                                            peer_first=rank == 1),), phase="exchange") for _ in range(steps))
             for i in range(lanes))
-        out.append(Schedule(algorithm=f"probe-{lanes}x{steps}", rank=rank, size=2, count=lanes, dims=(2,),
+        out.append(Schedule(algorithm=f"probe-{lanes}x{steps}", rank=rank, size=2, count=lanes * count, dims=(2,),
                             lanes=lane_steps, lane_names=tuple(f"lane-{i}" for i in range(lanes))))
     return out
 
@@ -192,68 +131,190 @@ def _sendrecv_call(comm: Any, steps: int) -> Any:
     return call
 
 
-def _numpy_add_per_byte(nbytes: int, calls: int) -> float:
+def _reduce_fn(kind: str, count: int, threads: int) -> Any:
+    """Return a float64 SUM of ``count`` elements into a buffer: ``ours`` (the engine's kernel) or ``numpy``."""
     import numpy as np
 
-    count = max(1, nbytes // 8)
+    from . import native
+    from .program import kernel_for
+
     rng = np.random.default_rng(11)
     a = rng.uniform(0.5, 1.5, count)
     b = rng.uniform(0.5, 1.5, count)
-    np.add(a, b, out=b)
+    core = native.load()
+    if kind == "numpy":
+        return lambda: np.add(a, b, out=b)
+    if core is None:
+        from mpi4py import MPI
+
+        from .reducer import Reducer
+
+        red = Reducer(MPI.SUM, MPI.DOUBLE)
+        av, bv = a.view(np.uint8), b.view(np.uint8)
+        return lambda: red(av, bv, True)
+    kernel = kernel_for("SUM", np.dtype(np.float64), True)
+    from .executor import REDUCE_MIN_BYTES
+
+    return lambda: core.reduce(kernel, b, a, b, threads, REDUCE_MIN_BYTES)
+
+
+def _per_byte(fn: Any, nbytes: int, calls: int) -> float:
+    fn()
     ts = []
     for _ in range(calls):
         t0 = time.perf_counter()
-        np.add(a, b, out=b)
+        fn()
         ts.append(time.perf_counter() - t0)
-    return statistics.median(ts) / (count * 8)
+    return statistics.median(ts) / nbytes
+
+
+def _alone(comm: Any, fn: Any, nbytes: int, calls: int) -> float:
+    """Seconds per byte of ``fn`` on rank 0 while rank 1 sleeps (not spinning in MPI: its core stays free)."""
+    comm.Barrier()
+    t = _per_byte(fn, nbytes, calls) if comm.Get_rank() == 0 else 0.0
+    req = comm.Ibarrier()
+    while not req.Test():
+        time.sleep(1e-3)
+    return float(comm.bcast(t, root=0))
+
+
+def _reductions(comm: Any, nbytes: int, thread_counts: list[int], calls: int = 7) -> dict[str, Any]:
+    """Ours and numpy's float64 SUM per byte, on rank 0 alone and on both ranks at once; ours with k threads alone."""
+    count = max(1, nbytes // 8)
+    out: dict[str, Any] = {}
+    for kind in ("ours", "numpy"):
+        fn = _reduce_fn(kind, count, 1)
+        alone = _alone(comm, fn, count * 8, calls)
+        comm.Barrier()
+        both = _per_byte(fn, count * 8, calls)
+        out[kind] = (alone, float(comm.allreduce(both, op=_max())))
+    out["threads"] = {str(k): _alone(comm, _reduce_fn("ours", count, k), count * 8, calls) for k in thread_counts}
+    return out
+
+
+def _max() -> Any:
+    from mpi4py import MPI
+
+    return MPI.MAX
+
+
+def _big_step(comm: Any, nbytes: int, segment: int, threads: int, engine: str | None) -> tuple[Any, Any]:
+    """One 2-rank REDUCE step of ``nbytes`` (float64) with ``segment``-byte messages: (call, its plan)."""
+    import numpy as np
+    from mpi4py import MPI
+
+    from . import executor
+
+    count = max(1, nbytes // 8)
+    old = rc.segment
+    rc.segment = segment
+    try:
+        plan = executor.Plan(comm, chain_schedules(1, count=count)[comm.Get_rank()], MPI.DOUBLE, MPI.SUM,
+                             threads=threads, engine=engine)
+    finally:
+        rc.segment = old
+    vec = np.ones(count)
+
+    def call() -> None:
+        vec[:] = 1.0
+        plan.run(vec.view(np.uint8))
+
+    return call, plan
+
+
+def _overlap(comm: Any, nbytes: int, segment: int, threads: int, calls: int) -> dict[str, Any]:
+    """How much of a large step's reduction hides behind its transfer (the compiled core only).
+
+    ``serial``: the step with one thread and no segments (transfer, then reduce); ``overlapped``:
+    segments of ``segment`` bytes, each reduced on ``threads`` worker threads while the next
+    arrives; ``wire``: the same bytes as one bare ``Sendrecv``; ``reduce``: the reduction alone,
+    both ranks at once. ``hidden`` = (wire + reduce - overlapped) / reduce: 1 when the reduction
+    costs nothing beyond the transfer, 0 when it follows it. The trace is one overlapped run's.
+    """
+    import numpy as np
+
+    count = max(1, nbytes // 8)
+    serial, _ = _big_step(comm, nbytes, 0, 1, "c")
+    overlapped, plan = _big_step(comm, nbytes, segment, threads, "c")
+    peer = 1 - comm.Get_rank()
+    a, b = np.ones(count), np.empty(count)
+
+    def wire() -> None:
+        comm.Sendrecv(a, dest=peer, sendtag=9, recvbuf=b, source=peer, recvtag=9)
+
+    red = _reduce_fn("ours", count, 1)
+    t: dict[str, Any] = {name: _median_call(comm, fn, calls) for name, fn in
+                         (("wire", wire), ("reduce", red), ("serial", serial), ("overlapped", overlapped))}
+    plan.trace(4096)
+    overlapped()
+    events = plan.trace(0)
+    kinds = {0: "post", 1: "message", 2: "reduce-start", 3: "reduce-end", 4: "done"}
+    t["hidden"] = (t["wire"] + t["reduce"] - t["overlapped"]) / t["reduce"] if t["reduce"] > 0 else 0.0
+    t["trace"] = [[round(e[0] * 1e6, 1), kinds.get(e[1], e[1]), e[4]] for e in events]
+    t.update(bytes=count * 8, segment=segment, threads=threads)
+    return t
 
 
 def probe(comm: Any, *, steps: int = 64, lanes: int = 4, repeats: int = 7, calls: int = 30,
-          gamma_bytes: int = 16 << 20) -> dict[str, Any]:
+          gamma_bytes: int = 16 << 20, segment: int = 1 << 20) -> dict[str, Any]:
     """Measure the costs on a 2-rank communicator; return the JSON object (the same on both ranks)."""
-    from .calibrate import measure_gamma
+    from . import native
 
     if comm.Get_size() != 2:
         raise ValueError(f"the probe runs on exactly 2 ranks, not {comm.Get_size()}")
     if steps < 2 or lanes < 2:
         raise ValueError("--steps and --lanes must be at least 2")
+    engine = "c" if native.load() is not None else "python"
     one = {1: _plan_call(comm, 1, 1), steps: _plan_call(comm, steps, 1)}
     many = {1: _plan_call(comm, 1, lanes), steps: _plan_call(comm, steps, lanes)}
     raw = {1: _sendrecv_call(comm, 1), steps: _sendrecv_call(comm, steps)}
     for fn in (*one.values(), *many.values(), *raw.values()):  # warm-up: plans, MPI connections, caches
         _median_call(comm, fn, 3)
-    alpha, alpha1, lane, mpi, gamma, cgamma = [], [], [], [], [], []
+    alpha, alpha1, lane, mpi, step4 = [], [], [], [], []
     for _ in range(repeats):
         t = {(c, k): _median_call(comm, fns[k], calls) for c, fns in (("one", one), ("many", many), ("raw", raw))
              for k in (1, steps)}
         step1 = (t["one", steps] - t["one", 1]) / (steps - 1)
         round_ = (t["many", steps] - t["many", 1]) / (steps - 1)
         alpha1.append(step1)
+        step4.append(round_)
         alpha.append(round_ / lanes)
         lane.append((round_ - step1) / (lanes - 1))
         mpi.append((t["raw", steps] - t["raw", 1]) / (steps - 1))
-        gamma.append(measure_gamma(comm, gamma_bytes, iters=5))
-        comm.Barrier()
-        c = _numpy_add_per_byte(gamma_bytes, 9) if comm.Get_rank() == 0 else 0.0
-        cgamma.append(float(comm.bcast(c, root=0)))
+    cpus = os.cpu_count() or 1
+    thread_counts = sorted({1, 2, min(cpus, 4), cpus} - {0})
+    reds = [_reductions(comm, gamma_bytes, thread_counts) for _ in range(max(3, repeats // 2))]
     med = statistics.median
+    ours_alone = med(r["ours"][0] for r in reds)
+    gamma_threads = {k: med(r["threads"][k] for r in reds) for k in reds[0]["threads"]}
+    overlap = _overlap(comm, gamma_bytes, segment, 2, 5) if engine == "c" else None
     load = os.getloadavg() if hasattr(os, "getloadavg") else None
     return {
         "alpha_s": med(alpha), "alpha_1lane_s": med(alpha1), "alpha_lane_s": med(lane),
-        "gamma_s_per_byte": med(gamma),
-        "c_gamma_s_per_byte": med(cgamma), "mpi_step_s": med(mpi),
+        "gamma_s_per_byte": ours_alone,
+        "c_gamma_s_per_byte": med(r["numpy"][0] for r in reds), "mpi_step_s": med(mpi),
+        "step_s": med(step4), "lanes": lanes, "lanes_together": engine == "c",
+        "gamma_threads_s_per_byte": gamma_threads,
+        "gamma_pair_s_per_byte": med(r["ours"][1] for r in reds),
+        "c_gamma_pair_s_per_byte": med(r["numpy"][1] for r in reds),
+        "overlap": None if overlap is None else round(max(0.0, min(1.0, overlap["hidden"])), 3),
+        "segment_bytes": segment, "engine": engine,
         "info": {
-            "repeats": {"alpha_s": alpha, "alpha_1lane_s": alpha1, "alpha_lane_s": lane, "gamma_s_per_byte": gamma,
-                        "c_gamma_s_per_byte": cgamma, "mpi_step_s": mpi},
-            "steps": steps, "lanes": lanes, "calls_per_repeat": calls, "gamma_bytes": gamma_bytes,
-            "loadavg": list(load) if load else None, "cpus": os.cpu_count(),
+            "repeats": {"alpha_s": alpha, "alpha_1lane_s": alpha1, "alpha_lane_s": lane, "mpi_step_s": mpi,
+                        "step_s": step4, "reductions": reds},
+            "overlap_step": overlap,
+            "steps": steps, "calls_per_repeat": calls, "gamma_bytes": gamma_bytes,
+            "loadavg": list(load) if load else None, "cpus": cpus,
             "wait_policy": rc.wait or "yield",
             "measured": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "how": "alpha_1lane_s: (median call of a 1-lane schedule of `steps` one-element REDUCE steps - the "
-                   "same with 1 step) / (steps-1), through executor.Plan, 2 ranks; alpha_s: the same with `lanes` "
-                   "lanes in lockstep, divided by `lanes`; alpha_lane_s: what each further lane adds to a step; "
-                   "mpi_step_s: the same with bare Sendrecv; gamma_s_per_byte: calibrate.measure_gamma (both ranks "
-                   "at once); c_gamma_s_per_byte: numpy add on rank 0 alone; each the median of the repeats",
+                   "same with 1 step) / (steps-1), through executor.Plan, 2 ranks; step_s: the same with `lanes` "
+                   "lanes, a whole step; alpha_s = step_s / lanes; alpha_lane_s: what each further lane adds to a "
+                   "step; mpi_step_s: the same with bare Sendrecv; gamma_s_per_byte: the engine's float64 SUM "
+                   "kernel (the compiled core's, 1 thread) on rank 0 alone; c_gamma_s_per_byte: numpy add on rank "
+                   "0 alone (the same conditions); *_pair_*: both ranks at once; gamma_threads_s_per_byte: ours "
+                   "with k threads, rank 0 alone; overlap: 1 step of gamma_bytes, segments of segment_bytes "
+                   "reduced on 2 worker threads, (wire + reduce - step) / reduce, clipped to 0..1; each a median",
         },
     }
 
@@ -336,9 +397,24 @@ def run(args: argparse.Namespace) -> int:
         print(f"  each further lane        {data['alpha_lane_s'] * 1e6:9.2f} us")
     if data.get("mpi_step_s") is not None:
         print(f"bare MPI Sendrecv step     {data['mpi_step_s'] * 1e6:9.2f} us")
-    print(f"gamma (engine, 2 ranks)    {data['gamma_s_per_byte'] * 1e9:9.4f} ns/B")
+    if data.get("step_s") is not None:
+        print(f"a step of {data['lanes']} lanes          {data['step_s'] * 1e6:9.2f} us"
+              f"  (lanes {'together' if data.get('lanes_together') else 'one after another'}, {data['engine']} engine)")
+    print(f"gamma (engine, 1 rank)     {data['gamma_s_per_byte'] * 1e9:9.4f} ns/B")
     if data.get("c_gamma_s_per_byte") is not None:
         print(f"gamma (numpy add, 1 rank)  {data['c_gamma_s_per_byte'] * 1e9:9.4f} ns/B")
+    if data.get("gamma_pair_s_per_byte") is not None:
+        print(f"  both ranks at once       {data['gamma_pair_s_per_byte'] * 1e9:9.4f} ns/B (engine), "
+              f"{data['c_gamma_pair_s_per_byte'] * 1e9:.4f} ns/B (numpy)")
+    for k, g in (data.get("gamma_threads_s_per_byte") or {}).items():
+        print(f"  {k} thread{'s' if k != '1' else ' '}, 1 rank       {g * 1e9:9.4f} ns/B"
+              f"  ({data['gamma_threads_s_per_byte']['1'] / g:.2f}x one thread)")
+    ov = (data.get("info") or {}).get("overlap_step")
+    if ov:
+        print(f"overlap: a {ov['bytes'] >> 20} MiB step in {ov['segment'] >> 10} KiB segments, {ov['threads']} "
+              f"threads: {ov['overlapped'] * 1e3:.2f} ms; transfer alone {ov['wire'] * 1e3:.2f} ms, reduction "
+              f"alone {ov['reduce'] * 1e3:.2f} ms, serial step {ov['serial'] * 1e3:.2f} ms: "
+              f"{data['overlap']:.0%} of the reduction hidden")
     if args.dry_run:
         return 0
     out.parent.mkdir(parents=True, exist_ok=True)

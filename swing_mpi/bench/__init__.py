@@ -72,11 +72,13 @@ so one launch measures one MPICH algorithm: ``benchmarks/sweep.py`` launches
 one run per forced algorithm and merges them (``--label mpich-ring`` names
 the native rows of such a run).
 
-Modules: :mod:`~swing_mpi.bench.cli` (options, run), :mod:`~swing_mpi.bench.measure`
-(points, buffers, validation, the sweep), :mod:`~swing_mpi.bench.timing` (the timed
-calls: start, order, times), :mod:`~swing_mpi.bench.memory` (leaves out
-what a point's buffers cannot hold), :mod:`~swing_mpi.bench.results` (table,
-files, derived columns), :mod:`~swing_mpi.bench.plot` (matplotlib). MPI is
+Modules, none importing one listed before it: :mod:`~swing_mpi.bench.cli` (the parser, run),
+:mod:`~swing_mpi.bench.measure` (validation, the sweep), :mod:`~swing_mpi.bench.options` (the
+options' defaults, :class:`Config`), :mod:`~swing_mpi.bench.timing` (the timed
+calls: start, order, times), :mod:`~swing_mpi.bench.points` (points, their buffers,
+iterations), :mod:`~swing_mpi.bench.memory` (leaves out
+what a point's buffers cannot hold), :mod:`~swing_mpi.bench.plot` (matplotlib),
+:mod:`~swing_mpi.bench.results` (table, files, derived columns). MPI is
 imported only while measuring: parsing, formatting and plotting work without it.
 """
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:
-    from .measure import Point, Prepared
+    from .points import Point, Prepared
 
 __all__ = ["SyncStart", "barrier", "timed", "balanced_rows", "shuffled", "order_seed", "time_point"]
 

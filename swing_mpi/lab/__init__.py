@@ -1,7 +1,8 @@
 """The emulated torus lab: one network namespace per torus node, rate-limited veth links.
 
 * :mod:`.plan` -- the lab as pure data (names, addresses, links, routes, command lines);
-* :mod:`.system` -- running commands, namespaces, capabilities (:func:`lab_available`),
+* :mod:`.system` -- running commands, namespaces, capabilities (:func:`lab_available`), the TCP
+  congestion control this host lets a namespace use (:func:`choose_tcp_cc`),
   stale cleanup, and the launcher helpers :func:`find_mpiexec` and :func:`kill_group`;
 * :mod:`.lab` -- :class:`Lab` builds the torus, runs MPI in it, tears it down;
 * :mod:`.checks` -- route and link-rate checks (:class:`CheckResult`);
@@ -14,12 +15,16 @@ from .lab import MPI_ENV, RANK_VARIABLES, Lab
 from .plan import Command, LabPlan, Link, Port, Route, make_plan
 from .system import (
     LabError,
+    LabReport,
     LabUnavailableError,
     MpiexecNotFoundError,
+    TcpChoice,
+    choose_tcp_cc,
     cleanup_stale,
     find_mpiexec,
     kill_group,
     lab_available,
+    lab_report,
     list_namespaces,
     require_lab,
 )
@@ -32,6 +37,10 @@ __all__ = [
     "CheckResult",
     "RateResult",
     "lab_available",
+    "lab_report",
+    "LabReport",
+    "choose_tcp_cc",
+    "TcpChoice",
     "require_lab",
     "cleanup_stale",
     "list_namespaces",

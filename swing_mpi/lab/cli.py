@@ -30,10 +30,11 @@ from .plan import (
     DEFAULT_RATE_MBIT,
     DEFAULT_TCP_CC,
     HOST_TCP_CC,
+    PREFERRED_TCP_CC,
     make_plan,
     usable_cpus,
 )
-from .system import LabError, LabUnavailableError, cleanup_stale, lab_available
+from .system import LabError, LabUnavailableError, choose_tcp_cc, cleanup_stale, lab_available
 
 __all__ = ["add_arguments", "run", "main", "build_parser"]
 
@@ -59,8 +60,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--tcp-cc", default=DEFAULT_TCP_CC, metavar="NAME",
-        help=f"TCP congestion control in every namespace (default {DEFAULT_TCP_CC}; {HOST_TCP_CC!r}: the host's "
-             f"default, which may pace flows below the links' rate, as bbr does)",
+        help=f"TCP congestion control in every namespace (default {DEFAULT_TCP_CC}: {PREFERRED_TCP_CC} where the "
+             f"kernel lets a namespace use it, else the host's default; {HOST_TCP_CC!r}: the host's default, which "
+             f"may pace flows below the links' rate, as bbr does; another name is forced, and refused before "
+             f"anything is built where the kernel would refuse it)",
     )
     parser.add_argument(
         "--queue-ms", type=int, default=DEFAULT_QUEUE_MS, metavar="MS",
@@ -134,8 +137,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         torus = Torus.from_spec(args.dims)
         rate_mbit = parse_rate(args.link, "--link") / 1e6
+        tcp = choose_tcp_cc(args.tcp_cc, strict=False)  # strictly again before a build
         plan = make_plan(torus, prefix=args.prefix, rate_mbit=rate_mbit, mtu=args.mtu, burst_kib=args.burst_kib,
-                         tcp_cc=args.tcp_cc, routers=args.routers, queue_ms=args.queue_ms)
+                         tcp_cc=tcp.setting, routers=args.routers, queue_ms=args.queue_ms)
         placement = parse_placement(getattr(args, "placement", None), torus.size)
     except ValueError as e:
         _say(f"lab: {e}")
@@ -144,6 +148,7 @@ def run(args: argparse.Namespace) -> int:
     if args.plan:
         try:
             print(f"# {plan.describe()}")
+            print(f"# TCP congestion control {tcp.note}")
             if note:
                 print(f"# note: {note}")
             print("# setup")
@@ -156,7 +161,7 @@ def run(args: argparse.Namespace) -> int:
             pass
         return 0
     if args.cleanup:
-        ok, why = lab_available()
+        ok, why = lab_available(HOST_TCP_CC)  # deleting needs no congestion control
         if not ok:
             _say(f"lab: {why}")
             return 2
@@ -183,7 +188,8 @@ def run(args: argparse.Namespace) -> int:
                 if args.check_json:
                     with open(args.check_json, "w") as f:
                         json.dump({"dims": format_dims(torus.dims), "rate_mbit": rate_mbit, "mtu": args.mtu,
-                                   "burst_kib": args.burst_kib, "tcp_cc": args.tcp_cc,
+                                   "burst_kib": args.burst_kib, "tcp_cc": lab.tcp_cc,
+                                   "tcp_cc_note": lab.tcp_choice.note,
                                    "routers": args.routers, "queue_ms": args.queue_ms,
                                    "build_seconds": lab.build_seconds, **res.as_dict()}, f, indent=2)
                 if not res.ok:

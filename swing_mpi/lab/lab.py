@@ -51,14 +51,16 @@ from .plan import (
 )
 from .system import (
     LabError,
+    LabUnavailableError,
     Log,
+    TcpChoice,
+    choose_tcp_cc,
     find_mpiexec,
     kill_group,
+    lab_report,
     list_namespaces,
     marker_path,
     quiet,
-    require_lab,
-    require_tcp_cc,
     run_command,
     run_parallel,
 )
@@ -162,6 +164,9 @@ class Lab:
         """Plan a lab of ``torus`` (a :class:`Torus`, ``"4x4"`` or a dims tuple); nothing is built yet.
 
         ``placement[r]`` is the node rank ``r`` runs in (default: node ``r``), a permutation.
+        ``tcp_cc`` is ``"auto"`` (``cubic`` where the kernel lets a namespace use it, else the
+        host's default), ``"host"`` or a name to force (:func:`~swing_mpi.lab.system.choose_tcp_cc`;
+        a name the kernel refuses fails :meth:`build` before anything is built).
         """
         self.torus = torus if isinstance(torus, Torus) else Torus.from_spec(torus)
         if placement is not None and sorted(placement) != list(range(self.torus.size)):
@@ -170,8 +175,13 @@ class Lab:
         self._prefix = prefix
         self._run_id = run_id
         self._user_log: Log = log or quiet
+        self._tcp_requested = tcp_cc
+        self.tcp_choice: TcpChoice = choose_tcp_cc(tcp_cc, strict=False)
+        """The congestion control chosen for this host (checked again, strictly, by :meth:`build`)."""
+        self._tcp_seen: str | None = None
         self.plan: LabPlan = make_plan(self.torus, run_id=run_id or "0", prefix=prefix, rate_mbit=rate_mbit, mtu=mtu,
-                                       burst_kib=burst_kib, tcp_cc=tcp_cc, routers=routers, queue_ms=queue_ms)
+                                       burst_kib=burst_kib, tcp_cc=self.tcp_choice.setting, routers=routers,
+                                       queue_ms=queue_ms)
         self.built = False
         self.build_seconds: float | None = None
         self.teardown_seconds: float | None = None
@@ -184,6 +194,15 @@ class Lab:
             self._user_log(msg)
         except Exception:
             pass
+
+    @property
+    def tcp_cc(self) -> str | None:
+        """The TCP congestion control the lab's namespaces run: read back from node 0 once built, else as chosen."""
+        return self._tcp_seen or self.tcp_choice.name
+
+    def describe(self) -> str:
+        """Return :meth:`LabPlan.describe` with the congestion control named, as chosen for this host."""
+        return self.plan.describe() + f"; TCP congestion control {self.tcp_choice.note}"
 
     # -- names --------------------------------------------------------------
     @property
@@ -235,20 +254,27 @@ class Lab:
         """
         if self.built:
             raise LabError("lab already built")
-        require_lab()
-        require_tcp_cc(self.plan.tcp_cc)
+        report = lab_report(self._tcp_requested)  # everything the build will need, congestion control included
+        if not report.ok:
+            raise LabUnavailableError(f"cannot build the emulated torus lab: {report.reason}")
+        assert report.tcp is not None
+        self.tcp_choice = report.tcp
         t0 = time.perf_counter()
         rid = self._pick_run_id()
         p = self.plan  # the same settings under the run id just picked
         self.plan = make_plan(self.torus, run_id=rid, prefix=p.prefix, rate_mbit=p.rate_mbit, mtu=p.mtu, net=p.net,
-                              burst_kib=p.burst_kib, tcp_cc=p.tcp_cc, routers=p.routers,
+                              burst_kib=p.burst_kib, tcp_cc=self.tcp_choice.setting, routers=p.routers,
                               queue_ms=p.queue_ms)
         self.built = True  # from here on, teardown has something to do
         try:
             marker_path(self._prefix, rid).write_text(f"{os.getpid()}\n")
             self.log(f"lab: building {self.plan.describe()}")
+            self.log(f"lab: TCP congestion control {self.tcp_choice.note}")
             for phase in self.plan.setup_phases():
                 run_parallel(phase)
+            seen = run_command(Command(("ip", "netns", "exec", self.plan.namespace(0), "sysctl", "-n",
+                                        "net.ipv4.tcp_congestion_control")), check=False)
+            self._tcp_seen = (seen.stdout.strip() or None) if seen.returncode == 0 else None
             self._tmpdir = Path(tempfile.mkdtemp(prefix=f"swing-mpi-lab-{rid}-"))
             self._write_wrapper()
         except BaseException:

@@ -25,7 +25,8 @@ Layout (docs/lab.md says why):
   queue, as the time its bytes take at ``R``, is ``queue_ms``) and
   the MTU (default 65000);
 * every namespace runs TCP with the congestion control ``tcp_cc`` (default ``cubic``), not
-  whatever the host's default is (``host`` keeps that).
+  whatever the host's default is (``host`` keeps that; the lab picks ``host`` where the kernel
+  does not let a namespace use ``cubic``, :func:`swing_mpi.lab.system.choose_tcp_cc`).
 
 With ``routers=True`` each node is two namespaces, as a machine whose network card routes: the rank
 runs in the host namespace ``<prefix><run_id>n<rank>`` (address ``10.<net>...``, one port ``host``, a
@@ -64,6 +65,8 @@ __all__ = [
     "DEFAULT_MTU",
     "DEFAULT_BURST_KIB",
     "DEFAULT_TCP_CC",
+    "PREFERRED_TCP_CC",
+    "AUTO_TCP_CC",
     "HOST_TCP_CC",
     "DEFAULT_QUEUE_MS",
     "CARRIED_BYTES_PER_S_PER_CPU",
@@ -74,11 +77,18 @@ DEFAULT_PREFIX = "swl"
 DEFAULT_RATE_MBIT = 40.0
 DEFAULT_MTU = 65000
 DEFAULT_BURST_KIB = 256  # tc's "kb" is KiB: a port idle for 50 ms at 40 Mbit/s may send this much at once
-DEFAULT_TCP_CC = "cubic"
-"""TCP congestion control of every namespace: ``bbr`` (the development machine's default) paces each
-flow at its own estimate of the rate, which left links short where every port was busy (docs/lab.md)."""
+PREFERRED_TCP_CC = "cubic"
+"""TCP congestion control the lab sets in every namespace where the kernel allows it: ``bbr`` (the
+development machine's default) paces each flow at its own estimate of the rate, which left links
+short where every port was busy (docs/lab.md)."""
 HOST_TCP_CC = "host"
 """``tcp_cc`` value that leaves the host's default congestion control in every namespace."""
+AUTO_TCP_CC = "auto"
+"""``tcp_cc`` of a :class:`~swing_mpi.lab.lab.Lab` (and ``--tcp-cc``) meaning :data:`PREFERRED_TCP_CC` where the
+kernel lets a namespace use it, else the host's default (:func:`swing_mpi.lab.system.choose_tcp_cc`). A plan
+holds what was chosen, never this."""
+DEFAULT_TCP_CC = AUTO_TCP_CC
+"""Default ``tcp_cc`` of the lab, its command line and the sweep."""
 _TCP_CC_RE = re.compile(r"[a-z][a-z0-9_]{0,15}")
 DEFAULT_QUEUE_MS = 400
 """Depth of every port's queue, as the milliseconds its bytes take at the link rate (tbf's ``latency``)."""
@@ -218,7 +228,7 @@ class LabPlan:
     net: int = 100
     links: tuple[Link, ...] = field(default=(), repr=False)
     burst_kib: int = DEFAULT_BURST_KIB
-    tcp_cc: str = DEFAULT_TCP_CC
+    tcp_cc: str = PREFERRED_TCP_CC
     routers: bool = False
     queue_ms: int = DEFAULT_QUEUE_MS
 
@@ -532,7 +542,7 @@ def make_plan(
     mtu: int = DEFAULT_MTU,
     net: int = 100,
     burst_kib: int = DEFAULT_BURST_KIB,
-    tcp_cc: str = DEFAULT_TCP_CC,
+    tcp_cc: str = PREFERRED_TCP_CC,
     routers: bool = False,
     queue_ms: int = DEFAULT_QUEUE_MS,
 ) -> LabPlan:
@@ -547,8 +557,9 @@ def make_plan(
         burst_kib: token-bucket burst of every port, KiB: what a port that was idle may send at
             once, beyond the rate. At least the MTU (a packet larger than the bucket would never
             leave), at most 65536.
-        tcp_cc: TCP congestion control set in every namespace (:data:`DEFAULT_TCP_CC`), or
-            ``"host"`` for the host's default.
+        tcp_cc: TCP congestion control set in every namespace (:data:`PREFERRED_TCP_CC`), or
+            ``"host"`` for the host's default (``"auto"`` is resolved before a plan is made:
+            :func:`swing_mpi.lab.system.choose_tcp_cc`).
         routers: give every node a router namespace of its own apart from the rank's (module docstring).
         queue_ms: depth of every port's queue, as the milliseconds its bytes take at ``rate_mbit``
             (1..10000; packets beyond it are dropped).
@@ -573,6 +584,9 @@ def make_plan(
         raise ValueError(f"queue_ms must be a whole number of milliseconds within 1..10000, got {queue_ms!r}")
     if not 0 <= net <= (254 if routers else 255):
         raise ValueError(f"net must be an octet{' below 255 (the routers use net + 1)' if routers else ''}, got {net}")
+    if tcp_cc == AUTO_TCP_CC:
+        raise ValueError(f"tcp_cc {AUTO_TCP_CC!r} depends on the host: resolve it first "
+                         "(swing_mpi.lab.system.choose_tcp_cc) and plan with the name it gives")
     if not isinstance(tcp_cc, str) or not _TCP_CC_RE.fullmatch(tcp_cc):
         raise ValueError(f"tcp_cc must name a TCP congestion control (e.g. cubic, reno, bbr) or be "
                          f"{HOST_TCP_CC!r}, got {tcp_cc!r}")

@@ -4,8 +4,11 @@ Everything here talks to the operating system and knows nothing about tori:
 
 * :func:`run_command`/:func:`run_parallel` run :class:`~swing_mpi.lab.plan.Command`
   lines, turning failures into :class:`LabError` with the command and its stderr;
-* :func:`lab_available`/:func:`require_lab` check for Linux, iproute2, the
-  capabilities, and really create a scratch namespace with a veth pair and a token bucket;
+* :func:`lab_available`/:func:`lab_report`/:func:`require_lab` check for Linux, iproute2, the
+  capabilities, and really create a scratch namespace with a veth pair and a token bucket, and
+  set in it every ``sysctl`` the lab sets, TCP congestion control included;
+* :func:`choose_tcp_cc` picks that congestion control: ``cubic`` where the kernel lets a
+  namespace use it, else the host's default (:func:`read_ipv4_sysctl` reads what the kernel allows);
 * :func:`list_namespaces`, :func:`cleanup_stale` and the owner markers find (and
   delete) namespaces of labs whose process died;
 * :func:`find_mpiexec` and :func:`kill_group` are the launcher helpers shared by the
@@ -23,9 +26,10 @@ import sys
 import tempfile
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
-from .plan import DEFAULT_PREFIX, HOST_TCP_CC, Command, namespace_pattern
+from .plan import AUTO_TCP_CC, DEFAULT_PREFIX, HOST_TCP_CC, PREFERRED_TCP_CC, Command, namespace_pattern
 
 __all__ = [
     "LabError",
@@ -37,8 +41,13 @@ __all__ = [
     "run_parallel",
     "list_namespaces",
     "lab_available",
+    "lab_report",
+    "LabReport",
     "require_lab",
     "require_tcp_cc",
+    "choose_tcp_cc",
+    "TcpChoice",
+    "read_ipv4_sysctl",
     "marker_path",
     "cleanup_stale",
     "find_mpiexec",
@@ -128,67 +137,203 @@ def _effective_caps() -> int | None:
     return None
 
 
-def lab_available() -> tuple[bool, str]:
-    """Say whether a lab can be built here, and why not.
+_IPV4_SYSCTL_DIR = Path("/proc/sys/net/ipv4")
 
-    Checks Linux, ``ip``/``tc``, the capabilities, then really creates a scratch
-    namespace with a veth pair and a token bucket (and deletes it again): containers
-    may grant root yet forbid namespaces or lack the veth/tbf modules.
+
+def read_ipv4_sysctl(name: str) -> str | None:
+    """Return ``/proc/sys/net/ipv4/<name>`` stripped, or ``None`` where it cannot be read.
+
+    Read from this process's network namespace (the host's when run from a shell). Tests replace
+    this function to play a host they are not on.
+    """
+    try:
+        return (_IPV4_SYSCTL_DIR / name).read_text().strip()
+    except OSError:
+        return None
+
+
+def _words(name: str) -> list[str] | None:
+    text = read_ipv4_sysctl(name)
+    return None if text is None else text.split()
+
+
+@dataclass(frozen=True)
+class TcpChoice:
+    """The TCP congestion control a lab runs, and how it came to be chosen.
+
+    ``name`` is what its namespaces run (``None`` where the host's default cannot be read);
+    ``setting`` is the plan's ``tcp_cc``: ``name`` set in every namespace, or
+    :data:`~swing_mpi.lab.plan.HOST_TCP_CC` (set nothing: a new namespace starts with the
+    host's default); ``note`` says it in words, for logs and results.
+    """
+
+    name: str | None
+    setting: str
+    note: str
+
+
+def namespace_tcp_cc_refusal(name: str) -> str | None:
+    """Say why this kernel would refuse congestion control ``name`` in a network namespace; ``None`` if it allows it.
+
+    A namespace may set only what ``net.ipv4.tcp_allowed_congestion_control`` lists and the host's
+    default (``net.ipv4.tcp_congestion_control``); the kernel must also have it
+    (``tcp_available_congestion_control``). Where a file cannot be read, that check is skipped
+    (:func:`lab_available` tries the setting for real).
+    """
+    host = read_ipv4_sysctl("tcp_congestion_control")
+    if name == host:
+        return None
+    available = _words("tcp_available_congestion_control")
+    if available is not None and name not in available:
+        return (f"this kernel has no TCP congestion control {name!r} (it has {', '.join(available) or 'none'}; "
+                f"try 'modprobe tcp_{name}')")
+    allowed = _words("tcp_allowed_congestion_control")
+    if allowed is not None and name not in allowed:
+        return (f"network namespaces here may not use TCP congestion control {name!r} "
+                f"(net.ipv4.tcp_allowed_congestion_control is '{' '.join(allowed)}'"
+                f"{f', the host default {host}' if host else ''})")
+    return None
+
+
+def choose_tcp_cc(requested: str | None = None, *, strict: bool = True) -> TcpChoice:
+    """Pick the lab's TCP congestion control for ``requested``.
+
+    ``None`` or ``"auto"``: :data:`~swing_mpi.lab.plan.PREFERRED_TCP_CC` (``cubic``) where the kernel
+    lets a namespace use it, else the host's default. ``"host"``: the host's default. Any other
+    name is forced: where the kernel would refuse it, :class:`LabUnavailableError` says why
+    (``strict=False``: the choice is returned anyway, its note saying so).
+    """
+    host = read_ipv4_sysctl("tcp_congestion_control")
+    if requested is None or requested == AUTO_TCP_CC:
+        refusal = namespace_tcp_cc_refusal(PREFERRED_TCP_CC)
+        if refusal is None:
+            return TcpChoice(PREFERRED_TCP_CC, PREFERRED_TCP_CC, PREFERRED_TCP_CC)
+        return TcpChoice(host, HOST_TCP_CC, f"{host or 'unknown'}, the host's default, in place of "
+                                            f"{PREFERRED_TCP_CC}: {refusal}")
+    if requested == HOST_TCP_CC:
+        return TcpChoice(host, HOST_TCP_CC, f"{host or 'unknown'}, the host's default (--tcp-cc {HOST_TCP_CC})")
+    refusal = namespace_tcp_cc_refusal(requested)
+    if refusal is None:
+        return TcpChoice(requested, requested, f"{requested} (--tcp-cc {requested})")
+    if strict:
+        raise LabUnavailableError(f"--tcp-cc {requested}: {refusal}; leave --tcp-cc out to use "
+                                  f"{PREFERRED_TCP_CC} where allowed, else the host's default")
+    return TcpChoice(requested, requested, f"{requested} (--tcp-cc {requested}), which this host refuses: {refusal}")
+
+
+def require_tcp_cc(name: str) -> None:
+    """Raise :class:`LabUnavailableError` if a namespace may not use congestion control ``name``.
+
+    ``auto`` and ``host`` are always fine.
+    """
+    choose_tcp_cc(name)
+
+
+@dataclass(frozen=True)
+class LabReport:
+    """What :func:`lab_report` found: ``problems`` holds one line per missing piece (none: a lab can be built)."""
+
+    problems: tuple[str, ...]
+    tcp: TcpChoice | None = None
+
+    @property
+    def ok(self) -> bool:
+        """Whether a lab can be built here."""
+        return not self.problems
+
+    @property
+    def reason(self) -> str:
+        """Every missing piece on one line, or what works (the congestion control included)."""
+        if self.problems:
+            return "; ".join(self.problems)
+        tcp = f"; TCP congestion control {self.tcp.note}" if self.tcp is not None else ""
+        return f"network namespaces, veth, tbf and the lab's sysctls work{tcp}"
+
+
+def _failure(c: Command, res: subprocess.CompletedProcess) -> str:
+    return f"`{c.shell()}` failed: {(res.stderr or res.stdout).strip() or f'exit {res.returncode}'}"
+
+
+def lab_report(tcp_cc: str | None = None) -> LabReport:
+    """Check everything a lab with congestion control ``tcp_cc`` (:func:`choose_tcp_cc`) needs here.
+
+    Checks Linux, ``ip``/``tc``/``sysctl``, the capabilities, that the kernel lets a namespace use
+    the congestion control, then really creates a scratch namespace with a veth pair and a token
+    bucket and sets in it the ``sysctl`` settings the lab sets, the congestion control among them
+    (and deletes it again): containers may grant root yet forbid namespaces or lack the veth/tbf
+    modules. Each missing piece is reported.
     """
     if not sys.platform.startswith("linux"):
-        return False, f"the lab needs Linux network namespaces (platform is {sys.platform})"
-    for tool in ("ip", "tc"):
-        if shutil.which(tool) is None:
-            return False, f"{tool!r} (iproute2) not found on PATH"
+        return LabReport((f"the lab needs Linux network namespaces (platform is {sys.platform})",))
+    problems: list[str] = []
+    tcp: TcpChoice | None = None
+    try:
+        tcp = choose_tcp_cc(tcp_cc)
+    except LabUnavailableError as e:
+        problems.append(str(e))
+    blockers: list[str] = []  # without these the scratch namespace cannot be tried
+    missing_tools = [t for t in ("ip", "tc", "sysctl") if shutil.which(t) is None]
+    if missing_tools:
+        blockers.append(f"{' and '.join(map(repr, missing_tools))} not found on PATH (iproute2, procps)")
     caps = _effective_caps()
     if caps is not None:
         wanted = (("CAP_NET_ADMIN", _CAP_NET_ADMIN), ("CAP_SYS_ADMIN", _CAP_SYS_ADMIN))
         missing = [n for n, b in wanted if not caps >> b & 1]
         if missing:
-            return False, f"the lab needs root ({' and '.join(missing)} missing; euid {os.geteuid()})"
+            blockers.append(f"the lab needs root ({' and '.join(missing)} missing; euid {os.geteuid()})")
     elif os.geteuid() != 0:
-        return False, f"the lab needs root (euid {os.geteuid()})"
+        blockers.append(f"the lab needs root (euid {os.geteuid()})")
+    problems += blockers or _probe_namespace(tcp)
+    return LabReport(tuple(problems), tcp)
+
+
+def _probe_namespace(tcp: TcpChoice | None) -> list[str]:
+    """Build a scratch namespace as the lab would; return what failed (delete it again)."""
     ns = f"swlprobe{os.getpid()}"
-    probe = [
-        Command(("ip", "netns", "add", ns)),
-        Command(("ip", "-n", ns, "link", "add", "pa", "type", "veth", "peer", "name", "pb")),
-        Command(("tc", "-n", ns, "qdisc", "add", "dev", "pa", "root", "tbf",
-                 "rate", "1mbit", "burst", "32kb", "latency", "400ms")),
-    ]
-    try:
-        for c in probe:
+    problems: list[str] = []
+
+    def attempt(c: Command) -> bool:
+        try:
             res = run_command(c, check=False, timeout=20)
-            if res.returncode != 0:
-                return False, f"`{c.shell()}` failed: {(res.stderr or res.stdout).strip()}"
-    except LabError as e:
-        return False, str(e)
+        except LabError as e:
+            problems.append(str(e))
+            return False
+        if res.returncode != 0:
+            problems.append(_failure(c, res))
+            return False
+        return True
+
+    sysctl = ("ip", "netns", "exec", ns, "sysctl", "-q", "-w")
+    try:
+        if not attempt(Command(("ip", "netns", "add", ns))):
+            return problems
+        veth = attempt(Command(("ip", "-n", ns, "link", "add", "pa", "type", "veth", "peer", "name", "pb")))
+        attempt(Command(("tc", "-n", ns, "qdisc", "add", "dev", "pa" if veth else "lo", "root", "tbf",
+                         "rate", "1mbit", "burst", "32kb", "latency", "400ms")))
+        attempt(Command((*sysctl, "net.ipv4.ip_forward=1", "net.ipv4.conf.all.rp_filter=0",
+                         "net.ipv4.conf.default.rp_filter=0", "net.ipv4.conf.lo.rp_filter=0")))
+        if tcp is not None and tcp.setting != HOST_TCP_CC:
+            attempt(Command((*sysctl, f"net.ipv4.tcp_congestion_control={tcp.setting}")))
     finally:
         run_command(Command(("ip", "netns", "del", ns)), check=False, timeout=20)
-    return True, "network namespaces, veth and tbf work"
+    return problems
 
 
-def require_lab() -> None:
+def lab_available(tcp_cc: str | None = None) -> tuple[bool, str]:
+    """Say whether a lab (with congestion control ``tcp_cc``) can be built here, and why not.
+
+    The reason lists every missing piece (:func:`lab_report`); when the answer is yes it says what
+    works, the congestion control the lab will run included.
+    """
+    report = lab_report(tcp_cc)
+    return report.ok, report.reason
+
+
+def require_lab(tcp_cc: str | None = None) -> None:
     """Raise :class:`LabUnavailableError` with the reason when :func:`lab_available` says no."""
-    ok, why = lab_available()
+    ok, why = lab_available(tcp_cc)
     if not ok:
         raise LabUnavailableError(f"cannot build the emulated torus lab: {why}")
-
-
-_TCP_CC_FILE = Path("/proc/sys/net/ipv4/tcp_available_congestion_control")
-
-
-def require_tcp_cc(name: str) -> None:
-    """Raise :class:`LabError` if the kernel has no TCP congestion control ``name`` (``host``: any is fine)."""
-    if name == HOST_TCP_CC:
-        return
-    try:
-        available = _TCP_CC_FILE.read_text().split()
-    except OSError:
-        return  # cannot tell; sysctl will say it when the lab sets it
-    if name not in available:
-        have = ", ".join(available) or "none listed"
-        raise LabError(f"TCP congestion control {name!r} is not available here (the kernel has {have}; "
-                       f"try 'modprobe tcp_{name}', or --tcp-cc {HOST_TCP_CC})")
 
 
 # ---------------------------------------------------------------------------

@@ -45,20 +45,20 @@ def engine_costs_path() -> Path:
     ``swing-mpi probe`` writes it.
     """
     from ..config import rc
-    from ..probe import default_engine_path
+    from ..engine_costs import default_engine_path
 
     return Path(rc.engine_costs) if rc.engine_costs else default_engine_path()
 
 
 def engine_costs() -> tuple[float, float]:
-    """Return the engine preset ``(alpha_s, gamma_s_per_byte)``: :func:`swing_mpi.probe.load_engine_costs`.
+    """Return the engine preset ``(alpha_s, gamma_s_per_byte)``: :func:`swing_mpi.engine_costs.load_engine_costs`.
 
     The file at :func:`engine_costs_path` if there is one (``swing-mpi probe``
     writes it), else the costs measured on the development machine and built
-    in (:data:`swing_mpi.probe.DEFAULT_ENGINE`). A named file that is missing
+    in (:data:`swing_mpi.engine_costs.DEFAULT_ENGINE`). A named file that is missing
     or malformed raises :class:`PresetError`.
     """
-    from ..probe import load_engine_costs
+    from ..engine_costs import load_engine_costs
 
     try:
         c = load_engine_costs()

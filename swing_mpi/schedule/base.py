@@ -19,8 +19,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..topology import Torus
+
 __all__ = ["Range", "Transfer", "Step", "Schedule", "REDUCE", "COPY", "ranges_len", "merge_ranges", "lane_signs",
-           "port_lanes"]
+           "port_lanes", "open_schedule"]
 
 Range = tuple[int, int]
 
@@ -146,3 +148,18 @@ class Schedule:
     def received_elements(self) -> int:
         """Return the elements this rank receives, over all lanes and steps."""
         return sum(t.recv_count for lane in self.lanes for st in lane for t in st.transfers)
+
+
+def open_schedule(algorithm: str, rank: int, dims: tuple[int, ...], count: int) -> tuple[Torus, Schedule | None]:
+    """Open a builder: the torus of ``dims``, and the empty schedule to return at once if it has one rank.
+
+    Every builder of the registry starts with it::
+
+        torus, alone = open_schedule(algorithm, rank, dims, count)
+        if alone is not None:
+            return alone
+    """
+    torus = Torus(dims)
+    if torus.size == 1:
+        return torus, Schedule(algorithm, rank, 1, count, torus.dims, (), (), {})
+    return torus, None

@@ -48,7 +48,7 @@ from functools import lru_cache
 
 from ..blocks import split, split_range
 from ..topology import Torus
-from .base import Schedule, Step, port_lanes
+from .base import Schedule, Step, open_schedule, port_lanes
 from .ring import ring_steps
 
 __all__ = ["build_bucket", "bucket_lanes"]
@@ -64,10 +64,10 @@ def bucket_lanes(dims: tuple[int, ...]) -> list[tuple[str, list[int], int]]:
 
 def build_bucket(rank: int, dims: tuple[int, ...], count: int, *, algorithm: str = "bucket") -> Schedule:
     """Bucket allreduce of ``rank``: ``2·Σ(d_k−1)`` steps on each of ``2A`` lanes."""
-    torus = Torus(dims)
-    p = torus.size
-    if p == 1:
-        return Schedule(algorithm, rank, p, count, tuple(dims), (), (), {})
+    torus, alone = open_schedule(algorithm, rank, dims, count)
+    if alone is not None:
+        return alone
+    p, dims = torus.size, torus.dims
     coords = torus.coords(rank)
     lanes = bucket_lanes(tuple(dims))
     parts = split(count, len(lanes))

@@ -65,7 +65,7 @@ from functools import lru_cache
 
 from ..blocks import split, split_range
 from ..topology import Torus
-from .base import Schedule, Step
+from .base import Schedule, Step, open_schedule
 from .bucket import build_bucket
 from .ring import ring_steps
 
@@ -294,11 +294,10 @@ def hamiltonian_cycles(dims: tuple[int, ...]) -> tuple[HamiltonianCycle, ...] | 
 def build_hamiltonian(rank: int, dims: tuple[int, ...], count: int, *,
                       algorithm: str = "hamiltonian") -> Schedule:
     """Ring reduce-scatter + all-gather along ``A`` Hamiltonian cycles, both ways: ``2(p−1)`` steps, ``2A`` lanes."""
-    torus = Torus(dims)
-    p = torus.size
-    dims = torus.dims
-    if p == 1:
-        return Schedule(algorithm, rank, p, count, dims, (), (), {})
+    torus, alone = open_schedule(algorithm, rank, dims, count)
+    if alone is not None:
+        return alone
+    p, dims = torus.size, torus.dims
     cycles = hamiltonian_cycles(dims)
     if cycles is None:
         base = build_bucket(rank, dims, count, algorithm=algorithm)

@@ -1,7 +1,7 @@
 """Which ring program each lane of ``swing-bw`` runs on each side of the torus.
 
 Algorithm:
-    Even sides run Swing's program (:func:`~.swing.dim_program`). An odd side
+    Even sides run Swing's program (:func:`~.swing_ring.dim_program`). An odd side
     ``d`` has several candidates, all taking at most ``⌈log2 d⌉`` steps:
 
     - the circulant (:func:`~.rings.circulant_program`): the data halves
@@ -71,6 +71,7 @@ from .rings import (
     twosided_program,
     twoway_program,
 )
+from .swing_ring import dim_program
 
 __all__ = ["odd_candidates", "lockstep_cost", "lane_programs", "MAX_COMBOS"]
 
@@ -207,8 +208,6 @@ def _descend(pick: dict[K, int], choices: dict[K, int], score: Callable[[dict[K,
 @lru_cache(maxsize=128)
 def lane_programs(dims: tuple[int, ...]) -> dict[tuple[int, int], tuple[RingProgram | None, ...]]:
     """Map each lane ``(start dimension, sign)`` to its program per side (a mirrored lane mirrors its plain twin's)."""
-    from .swing import dim_program  # even sides: Swing's programs (swing imports this module)
-
     lanes = port_lanes(dims)
     share = 1 / len(lanes)
     starts = [start for _, start, sign in lanes if sign == 1]

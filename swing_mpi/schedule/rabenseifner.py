@@ -45,7 +45,7 @@ from functools import lru_cache
 
 from ..blocks import split, split_range
 from ..topology import Torus
-from .base import Range, Schedule, Step, merge_ranges, port_lanes
+from .base import Range, Schedule, Step, merge_ranges, open_schedule, port_lanes
 from .blockset import place_blocks, rs_ag_lane
 from .recdoub import fold_ranks, fold_real, fold_steps, fold_virtual
 from .swing import dim_peer_table, lane_plan
@@ -84,11 +84,10 @@ def build_xor_bw(rank: int, dims: tuple[int, ...], count: int, *, mirrored: bool
 
     Shared by ``rabenseifner`` and ``recdoub-mirrored`` (see their modules).
     """
-    torus = Torus(dims)
-    p = torus.size
-    dims = tuple(dims)
-    if p == 1:
-        return Schedule(algorithm, rank, p, count, dims, (), (), {})
+    torus, alone = open_schedule(algorithm, rank, dims, count)
+    if alone is not None:
+        return alone
+    p, dims = torus.size, torus.dims
     pw, rem = fold_ranks(p)
     meta: dict = {}
     if rem == 0:

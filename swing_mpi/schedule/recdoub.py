@@ -24,7 +24,7 @@ Cost:
 from __future__ import annotations
 
 from ..topology import Torus
-from .base import COPY, REDUCE, Range, Schedule, Step, Transfer
+from .base import COPY, REDUCE, Range, Schedule, Step, Transfer, open_schedule
 
 __all__ = ["build_recdoub", "fold_ranks", "fold_virtual", "fold_real", "fold_steps"]
 
@@ -68,10 +68,10 @@ def fold_steps(rank: int, rem: int, torus: Torus, ranges: tuple[Range, ...]) -> 
 def build_recdoub(rank: int, dims: tuple[int, ...], count: int, *,
                   algorithm: str = "recdoub") -> Schedule:
     """Build recursive doubling for ``rank``: ``⌈log2 p⌉`` whole-vector exchanges (+ fold and unfold)."""
-    torus = Torus(dims)
-    p = torus.size
-    if p == 1:
-        return Schedule(algorithm, rank, p, count, dims, (), (), {})
+    torus, alone = open_schedule(algorithm, rank, dims, count)
+    if alone is not None:
+        return alone
+    p, dims = torus.size, torus.dims
     whole: tuple[Range, ...] = ((0, count),) if count else ()
     pw, rem = fold_ranks(p)
     vr = fold_virtual(rank, rem)

@@ -34,8 +34,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..blocks import split
-from ..topology import Torus
-from .base import COPY, REDUCE, Range, Schedule, Step, Transfer
+from .base import COPY, REDUCE, Range, Schedule, Step, Transfer, open_schedule
 
 __all__ = ["build_ring", "ring_steps"]
 
@@ -79,10 +78,10 @@ def ring_steps(c: int, d: int, sub: Sequence[Range], nxt: int, prv: int, *, sign
 
 def build_ring(rank: int, dims: tuple[int, ...], count: int, *, algorithm: str = "ring") -> Schedule:
     """Build the ring allreduce of ``rank``: ``2(p−1)`` steps over ranks in rank order."""
-    torus = Torus(dims)
-    p = torus.size
-    if p == 1:
-        return Schedule(algorithm, rank, p, count, tuple(dims), (), (), {})
+    torus, alone = open_schedule(algorithm, rank, dims, count)
+    if alone is not None:
+        return alone
+    p, dims = torus.size, torus.dims
     nxt, prv = (rank + 1) % p, (rank - 1) % p
     rs, ag = ring_steps(rank, p, split(count, p), nxt, prv, sign=1,
                         port_next=torus.port_towards(rank, nxt),

@@ -73,39 +73,17 @@ from functools import lru_cache
 
 from ..blocks import split, split_range
 from ..topology import Torus
-from .base import COPY, REDUCE, Range, Schedule, Step, Transfer, merge_ranges, port_lanes
+from .base import COPY, REDUCE, Range, Schedule, Step, Transfer, merge_ranges, open_schedule, port_lanes
 from .blockset import bits, blocksets
 from .dimwise import DimwiseLane, dimwise_lane, fold_pairs, interleave, lane_blocks
 from .programs import lane_programs
-from .rings import RingProgram, circulant_program, involution_program, mirror_program, ring_loads
+from .rings import involution_program, ring_loads
+from .swing_ring import EVEN_OFFSETS, delta, dim_program, offset_table, rho, ring_offsets
 
 __all__ = [
     "rho", "delta", "swing_peer", "lane_plan", "dim_peer_table", "ring_offsets", "offset_table", "dim_program",
     "swing_lane", "build_swing_bw", "build_swing_lat", "EVEN_OFFSETS", "offsets_cost", "search_offsets",
 ]
-
-EVEN_OFFSETS: dict[int, tuple[int, ...]] = {
-    6: (1, -1, 1), 10: (1, -1, 1, -3), 12: (1, -1, 1, -5), 14: (1, -1, 3, -3), 18: (1, -1, 1, -3, 5),
-    20: (1, -1, 1, -3, 7), 22: (1, -1, 1, -5, 5), 24: (1, -1, 1, -5, 7), 26: (1, -1, 3, -3, 9),
-    28: (1, -1, 3, -3, 11), 30: (1, -1, 3, -5, 9), 34: (1, -1, 1, -3, 5, -11), 36: (1, -1, 1, -3, 5, -13),
-    38: (1, -1, 1, -3, 7, -11), 40: (1, -1, 1, -3, 7, -13), 42: (1, -1, 1, -5, 5, -15), 44: (1, -1, 1, -5, 5, -17),
-    46: (1, -1, 1, -5, 7, -15), 48: (1, -1, 1, -5, 7, -17), 50: (1, -1, 3, -3, 9, -15), 52: (1, -1, 3, -3, 9, -17),
-    54: (1, -1, 3, -3, 11, -15), 56: (1, -1, 3, -3, 11, -17), 58: (1, -1, 3, -5, 9, -19), 60: (1, -1, 3, -5, 9, -21),
-    62: (1, -1, 3, -5, 11, -19),
-}
-"""Step offsets of even sides that are not powers of two, up to 62 (:func:`search_offsets`'s
-choice: the lowest routed ring load, later steps weighted down as the data halves)."""
-
-
-def rho(t: int) -> int:
-    """Return Swing's signed offset at in-dimension step ``t`` (1, −1, 3, −5, 11, −21, …)."""
-    return (1 - (-2) ** (t + 1)) // 3
-
-
-def delta(t: int) -> int:
-    """Return the hop distance ``|ρ(t)|`` (1, 1, 3, 5, 11, 21, …)."""
-    return abs(rho(t))
-
 
 def swing_peer(c: int, t: int, d: int, sign: int = 1) -> int:
     """Peer coordinate of ``c`` on a ring of ``d`` at in-dimension step ``t``."""
@@ -158,20 +136,6 @@ def _lanes(dims: tuple[int, ...], ports: int) -> list[tuple[str, int, int]]:
     return lanes[:ports] if ports else lanes
 
 
-def ring_offsets(d: int) -> tuple[int, ...]:
-    """Signed offsets of the in-dimension steps on an even ring of ``d``.
-
-    Swing's ``ρ(t)`` on power-of-two sides; on other even sides the offsets of
-    :data:`EVEN_OFFSETS` where known (same number of steps, less traffic).
-    """
-    return EVEN_OFFSETS.get(d) or tuple(rho(t) for t in range(math.ceil(math.log2(d))))
-
-
-def offset_table(d: int, offsets: Sequence[int], sign: int = 1) -> tuple[tuple[int, ...], ...]:
-    """Peer table of an even ring: at step ``t`` even ``c`` goes ``+offsets[t]``, odd ``c`` the other way."""
-    return tuple(tuple((c + sign * (o if c % 2 == 0 else -o)) % d for c in range(d)) for o in offsets)
-
-
 def offsets_cost(d: int, offsets: Sequence[int]) -> float | None:
     """``Σ_t load_t / 2^t`` of an even ring's offsets (``None`` if they do not reach every node).
 
@@ -213,24 +177,6 @@ def search_offsets(d: int, *, prefixes: Sequence[tuple[int, ...]] = ()) -> tuple
 
 
 @lru_cache(maxsize=256)
-def dim_program(d: int, sign: int = 1) -> RingProgram | None:
-    """Return the reduce-scatter program of one ring of ``d`` (``None`` for ``d = 1``); ``sign=-1``: mirrored.
-
-    Even ``d``: Listing-1 block sets of :func:`ring_offsets`. Odd ``d``: the
-    circulant program (:func:`~.rings.circulant_program`; for ``d = 3`` it
-    is the two-step ring), ``⌈log2 d⌉`` steps either way. (The all-ports
-    lanes of ``swing-bw`` may run another odd program: :mod:`.programs`.)
-    """
-    if d == 1:
-        return None
-    if d % 2 == 0:
-        prog = involution_program(offset_table(d, ring_offsets(d)), "swing")
-    else:
-        prog = circulant_program(d)
-    return prog if sign == 1 else mirror_program(prog)
-
-
-@lru_cache(maxsize=256)
 def swing_lane(dims: tuple[int, ...], start_dim: int, sign: int, ports: int = 0) -> DimwiseLane:
     """Return the lane that starts in ``start_dim`` (``sign=-1``: mirrored), dimensions interleaved.
 
@@ -258,11 +204,10 @@ def build_swing_bw(rank: int, dims: tuple[int, ...], count: int, *, ports: int =
     of block ``b``, which rank ``b`` owns after the reduce-scatter, in that
     lane; ``meta["programs"][lane]`` names the program of each side in that lane.
     """
-    torus = Torus(dims)
-    p = torus.size
-    dims = torus.dims
-    if p == 1:
-        return Schedule(algorithm, rank, p, count, dims, (), (), {})
+    torus, alone = open_schedule(algorithm, rank, dims, count)
+    if alone is not None:
+        return alone
+    p, dims = torus.size, torus.dims
 
     def port_of(q: int) -> int | None:
         return torus.port_towards(rank, q)
@@ -334,10 +279,10 @@ def build_swing_lat(rank: int, dims: tuple[int, ...], count: int, *, exact: bool
     in rank order: bit-identical everywhere and order-preserving, at the price
     of ``count·(p−1)`` elements received instead of ``count·log2 p``.
     """
-    torus = Torus(dims)
-    p = torus.size
-    if p == 1:
-        return Schedule(algorithm, rank, p, count, dims, (), (), {})
+    torus, alone = open_schedule(algorithm, rank, dims, count)
+    if alone is not None:
+        return alone
+    p, dims = torus.size, torus.dims
     folds, core, haves = _lat_plan(tuple(dims))
     n = count
 

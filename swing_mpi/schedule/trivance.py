@@ -41,8 +41,7 @@ import math
 from functools import lru_cache
 
 from ..blocks import split, split_range
-from ..topology import Torus
-from .base import Range, Schedule, port_lanes
+from .base import Range, Schedule, open_schedule, port_lanes
 from .dimwise import DimwiseLane, dimwise_lane, interleave, lane_blocks
 from .rings import RingProgram, mirror_program, program_from_rows, ring_loads
 
@@ -201,11 +200,10 @@ def build_trivance_bw(rank: int, dims: tuple[int, ...], count: int, *, algorithm
     ``meta["blocks"][lane][b]`` (also ``meta["owned"]``) is the element
     range of block ``b``, which rank ``b`` owns after the reduce-scatter.
     """
-    torus = Torus(dims)
-    p = torus.size
-    dims = torus.dims
-    if p == 1:
-        return Schedule(algorithm, rank, p, count, dims, (), (), {})
+    torus, alone = open_schedule(algorithm, rank, dims, count)
+    if alone is not None:
+        return alone
+    p, dims = torus.size, torus.dims
 
     def port_of(q: int) -> int | None:
         return torus.port_towards(rank, q)

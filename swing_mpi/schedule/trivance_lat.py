@@ -36,7 +36,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from ..topology import Torus
-from .base import COPY, REDUCE, Range, Schedule, Step, Transfer, merge_ranges
+from .base import COPY, REDUCE, Range, Schedule, Step, Transfer, merge_ranges, open_schedule
 from .blockset import bits
 from .dimwise import fold_pairs, interleave
 from .trivance import log3_ceil, trivance_distances
@@ -167,11 +167,10 @@ def build_trivance_lat(rank: int, dims: tuple[int, ...], count: int, *, exact: b
     ``exact=False``: contributions gathered along Trivance's peers, then
     combined in rank order on every rank (``p`` slots).
     """
-    torus = Torus(dims)
-    p = torus.size
-    dims = torus.dims
-    if p == 1:
-        return Schedule(algorithm, rank, p, count, dims, (), (), {})
+    torus, alone = open_schedule(algorithm, rank, dims, count)
+    if alone is not None:
+        return alone
+    p, dims = torus.size, torus.dims
     n = count
     whole = ((0, n),) if n else ()
 

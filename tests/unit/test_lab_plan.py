@@ -412,18 +412,18 @@ def test_tcp_congestion_control_is_set_in_every_namespace(capsys):
     assert "tcp_cc must name" in capsys.readouterr().err
 
 
-def test_an_unknown_congestion_control_is_refused_before_the_lab_is_built(monkeypatch, tmp_path):
+def test_an_unknown_congestion_control_is_refused_before_the_lab_is_built(monkeypatch):
     from swing_mpi.lab import system
 
-    listing = tmp_path / "available"
-    listing.write_text("reno cubic\n")
-    monkeypatch.setattr(system, "_TCP_CC_FILE", listing)
+    kernel = {"tcp_available_congestion_control": "reno cubic", "tcp_congestion_control": "reno"}
+    monkeypatch.setattr(system, "read_ipv4_sysctl", kernel.get)
     system.require_tcp_cc("cubic")
     system.require_tcp_cc("host")
-    with pytest.raises(system.LabError, match="'bbr' is not available here.*reno, cubic"):
+    system.require_tcp_cc("auto")
+    with pytest.raises(system.LabUnavailableError, match="no TCP congestion control 'bbr'.*reno, cubic"):
         system.require_tcp_cc("bbr")
-    monkeypatch.setattr(system, "_TCP_CC_FILE", tmp_path / "missing")
-    system.require_tcp_cc("anything")  # cannot tell: sysctl will say it
+    monkeypatch.setattr(system, "read_ipv4_sysctl", lambda name: None)
+    system.require_tcp_cc("anything")  # cannot tell: lab_available's scratch namespace tries it
 
 
 @pytest.mark.parametrize("dims", [(4, 4), (3, 5), (2, 2, 2), (8,), (2, 4)])

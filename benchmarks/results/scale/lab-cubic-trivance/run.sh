@@ -4,7 +4,7 @@
 # SHAPE), then 1 and 4 MiB again with a one-packet burst (--burst-kib 64; folders SHAPE-burst64), as
 # lab-cubic/ and lab-cubic-burst64/ measured the other algorithms. Then (see docs/scale.md):
 #   python benchmarks/validate_lab.py --out benchmarks/results/scale/validate-lab-cubic    # reads SHAPE/ by default
-#   and the command in benchmarks/results/scale/validate-lab-wire/command.txt (SHAPE-burst64/ at 1 and 4 MiB)
+#   and the command of validate-lab-wire (SHAPE-burst64/ at 1 and 4 MiB; git show 0ebc753:benchmarks/results/scale/validate-lab-wire/command.txt)
 # Run on a quiet machine, one lab at a time, as root (about 25 minutes).
 set -euo pipefail
 cd "$(dirname "$0")/../../../.."

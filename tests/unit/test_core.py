@@ -1,0 +1,59 @@
+"""The compiled core's reduction kernels give numpy's bits, on one thread and split over several.
+
+The pure-Python engine reduces with numpy's ufuncs; the core's C loops must give the same bits for
+every op and type it claims (:func:`swing_mpi.program.kernel_for`), whatever the number of threads
+and wherever the parts are cut. Skips, saying why, where the core cannot be built (no C compiler).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from swing_mpi import native
+from swing_mpi.program import kernel_for
+
+core = native.load()
+pytestmark = pytest.mark.skipif(core is None, reason=f"no compiled core here: {native.why_not()}")
+
+UFUNCS = {"SUM": np.add, "PROD": np.multiply, "MAX": np.maximum, "MIN": np.minimum, "BAND": np.bitwise_and,
+          "BOR": np.bitwise_or, "BXOR": np.bitwise_xor}
+INTS = [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64]
+CASES = ([(op, t) for op in UFUNCS for t in INTS]
+         + [(op, t) for op in ("SUM", "PROD") for t in (np.float32, np.float64)]
+         + [("SUM", np.complex64), ("SUM", np.complex128)])
+
+
+def _values(dtype, n: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    dt = np.dtype(dtype)
+    if dt.kind in "iu":
+        info = np.iinfo(dt)
+        return rng.integers(info.min, info.max, n, dtype=dt, endpoint=True)
+    if dt.kind == "c":
+        return (rng.standard_normal(n) * 1e3 + 1j * rng.standard_normal(n)).astype(dt)
+    return (rng.standard_normal(n) * 10.0 ** rng.integers(-20, 20, n)).astype(dt)
+
+
+@pytest.mark.parametrize(("op", "dtype"), CASES, ids=[f"{o}-{np.dtype(t).name}" for o, t in CASES])
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_kernels_match_numpy(op, dtype, threads):
+    kernel = kernel_for(op, np.dtype(dtype), True)
+    assert kernel is not None and kernel >= 0
+    for n in (0, 1, 7, 100_003):
+        a, b = _values(dtype, n, 1), _values(dtype, n, 2)
+        with np.errstate(all="ignore"):
+            want = UFUNCS[op](a, b)
+        got = np.empty_like(a)
+        core.reduce(kernel, got, a, b, threads, 64)  # parts of >= 64 bytes: cut even small vectors
+        assert got.tobytes() == want.tobytes(), (op, np.dtype(dtype).name, n, threads)
+        inplace = b.copy()
+        core.reduce(kernel, inplace, a, inplace, threads, 64)
+        assert inplace.tobytes() == want.tobytes()
+
+
+def test_cases_without_a_loop_are_refused_or_left_to_mpi():
+    assert kernel_for("SUM", np.dtype(np.float16), True) is None  # the Python engine runs such a plan
+    assert kernel_for("PROD", np.dtype(np.complex128), False) == -1  # MPI_Reduce_local, as the Python engine
+    with pytest.raises(ValueError):
+        core.reduce(kernel_for("SUM", np.dtype(np.float64), True), np.empty(3), np.empty(4), np.empty(3), 1, 0)
