@@ -77,6 +77,8 @@ class Estimate:
     source: str
     """``measured``, ``model`` or ``rule``."""
     detail: str
+    bound: float | None = None
+    """Seconds: a lower bound on the time of a candidate the model did not route (``seconds`` is ``None``)."""
 
 
 @dataclass(frozen=True)
@@ -198,8 +200,8 @@ def _model(ours: Sequence[str], dims: tuple[int, ...], nbytes: int, exact: bool,
         times = {a: _model_time(b, nbytes, tuning) for a, b in bounds.items()}
         for a in sorted(order, key=lambda a: (times[a], order.index(a))):
             if times[a] >= best_t * (1.0 - MODEL_RESOLUTION):
-                out[a] = Estimate(a, None, "model", f"not routed: its lower bound {times[a]:.3g} s cannot beat "
-                                                    f"{best} by {MODEL_RESOLUTION:.0%}")
+                out[a] = Estimate(a, None, "model", f"not routed: its lower bound (>= in the time column) cannot "
+                                                    f"beat {best} by {MODEL_RESOLUTION:.0%}", bound=times[a])
                 continue
             try:
                 e = price(coefficients(a, dims, exact=exact, network="torus", part=collective))

@@ -219,6 +219,7 @@ def dims_for(comm: MPI.Comm, dims: Any = None) -> tuple[int, ...]:
         if comm.Get_topology() == MPI.CART:
             return Torus.from_cartcomm(MPI.Cartcomm(comm)).dims
         return (p,)
-    if isinstance(dims, (str, tuple)):
+    if isinstance(dims, str) or (isinstance(dims, tuple) and all(type(d) is int for d in dims)):
+        # the cache matches keys by equality, where (2.0,) == (True, 2) == (2,): only plain ints share it
         return _parse_dims_cached(dims, p)
     return parse_dims(dims, p)
