@@ -92,7 +92,8 @@ def main() -> int:
     if me == 0 and args.out:
         lib = MPI.Get_library_version().splitlines()[0].strip()
         meta = {"label": args.label, "ranks": world.Get_size(), "mpi": lib, "rounds": args.rounds,
-                "batch": args.batch, "engine": swing_mpi.config.rc.engine, "host": platform.node(),
+                "batch": args.batch, "engine": getattr(swing_mpi.config.rc, "engine", "python (before the core)"),
+                "swing_mpi": os.path.dirname(swing_mpi.__file__), "host": platform.node(),
                 "cpus": os.cpu_count(), "loadavg": list(os.getloadavg()),
                 "measured": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                 "command": " ".join(["python -m mpi4py benchmarks/engine_e2e.py", *sys.argv[1:]])}

@@ -162,7 +162,7 @@ def test_trace_of_a_segmented_step(monkeypatch):
 def test_an_unchecked_count_mismatch_names_itself(monkeypatch):
     """Rank 0 expects 1000 elements, rank 1 sends 3000: rank 0's error says where and what to try."""
     import swing_mpi
-    from swing_mpi.errors import CollectiveError
+    from swing_mpi import CollectiveError
 
     monkeypatch.setattr(rc, "timeout", 20.0)
     comm = WORLD.Dup()
