@@ -30,7 +30,16 @@ import numpy as np
 
 from .model.features import Coefficients, coefficients, lower_bound, probe_counts
 from .schedule import ALGORITHMS, AUTO, NATIVE, algorithm_info
-from .tuning import DEFAULT_TUNING, Tuning, TuningError, load_tuning, network_for, save_tuning, tuning_for_comm
+from .tuning import (
+    DEFAULT_TUNING,
+    Tuning,
+    TuningError,
+    load_tuning,
+    native_below,
+    network_for,
+    save_tuning,
+    tuning_for_comm,
+)
 
 __all__ = [
     "decide", "Decision", "Estimate", "explain", "choose", "resolve", "choose_collective", "candidates",
@@ -261,7 +270,7 @@ def _auto(p: int, dims: tuple[int, ...], nbytes: int, exact: bool, commutative: 
             tried = _tried(table, pick, allowed, nbytes) if collective == "allreduce" else ()
             return Decision(pick, "measured", tuple(est), tried)
     ours = [a for a in registered if _valid(a, dims, exact, collective)]
-    nb = tuning.native_below_bytes
+    nb = native_below(tuning)
     rule = Estimate(NATIVE, None, "rule", "no measured table for this call: the model hands "
                     + ("no vector" if nb is None else f"vectors below {nb} B") + " to MPI (native_below_bytes)")
     if native_ok and nb is not None and nbytes < nb or not ours:
