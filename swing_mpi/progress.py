@@ -7,8 +7,8 @@ daemon thread per process, started on first use, makes the progress those calls
 cannot: every round it tests each running collective whose lock nobody holds
 (``Plan.test()``, nonblocking, so that no collective waits on another), finishes
 the complete ones (completing their MPI handle), and looks for persistent
-requests started behind our back (``MPI_Startall`` on their handle: its receive from self turns
-active, :class:`swing_mpi.request.PersistentRequest`).
+requests started behind our back (``MPI_Startall`` on their handle: its message to self appears,
+:class:`swing_mpi.request.PersistentRequest`).
 
 Between two rounds the thread sleeps a quarter of the age of the oldest running
 collective, within :data:`POLL_MIN`..:data:`POLL_MAX` (a collective that has

@@ -7,9 +7,12 @@ method and class method takes them, mixed with plain MPI requests.
   generalized request (``MPI_Grequest_start``), completed when our collective
   is done.
 - :class:`PersistentRequest` (``…_init``) is an ``MPI.Prequest`` whose handle is
-  a persistent receive from this process itself (on a private duplicate of
-  ``COMM_SELF``): ``MPI_Start``/``MPI_Startall`` activate it, and we complete it
-  by sending it an empty message when our collective is done.
+  a persistent synchronous send of an empty message to this process itself (on a
+  private duplicate of ``COMM_SELF``): ``MPI_Start``/``MPI_Startall`` activate it,
+  which makes its message appear to ``MPI_Iprobe``; a synchronous send completes
+  only once received, and we receive it when our collective is done. (Asking the
+  handle itself whether it is active does not work: Open MPI's
+  ``MPI_Request_get_status`` says "complete" while another thread waits on it.)
 
 Progress. Our own methods (``req.Wait()``, ``req.Test()``, ``req.Start()``,
 :meth:`Request.Waitall`/:meth:`Request.Testall`) drive the collective in the
@@ -18,7 +21,7 @@ When the user waits inside MPI instead (``MPI.Request.Waitall([ours, irecv])``,
 ``Waitany``, ``Testsome`` loops) or starts inside MPI (``MPI.Prequest.Startall``),
 the progress thread of :mod:`swing_mpi.progress` tests the collective and
 completes the handle; it also notices a persistent request started behind our
-back (its receive turns active) and runs its collective. That thread needs
+back (its message appears) and runs its collective. That thread needs
 ``MPI_THREAD_MULTIPLE`` (mpi4py's default); without it only our own methods
 make progress.
 
@@ -275,6 +278,9 @@ class Request(MPI.Request):
 
         Without the progress thread (no ``MPI_THREAD_MULTIPLE``), the operation is finished first.
         """
+        if self._persistent:
+            with self._lock:
+                self._catch_start()  # started by MPI_Startall and not noticed yet: it runs all the same
         if self._running and not ENGINE.enabled:
             self._drive(True)
         self._freed = True
@@ -308,7 +314,7 @@ class Request(MPI.Request):
 
 
 class PersistentRequest(Request, MPI.Prequest):
-    """A persistent collective of ours: an ``MPI.Prequest`` (a persistent receive from this process's self).
+    """A persistent collective of ours: an ``MPI.Prequest`` (a persistent synchronous send to this process's self).
 
     Made by :func:`persistent_request`; ``MPI.Prequest.Startall`` over a list mixing these and MPI's
     own persistent requests starts it (the progress thread notices and runs it).
@@ -320,11 +326,11 @@ class PersistentRequest(Request, MPI.Prequest):
     _self: MPI.Comm
 
     def _catch_start(self) -> None:
-        if not self._running and not self._freed and not MPI.Request.Get_status(self):
-            self._begin(self._seq)  # MPI_Start(all) activated the receive: our collective runs now
+        if not self._running and self._self.Iprobe(0, self._tag):
+            self._begin(self._seq)  # MPI_Start(all) activated the send: our collective runs now
 
     def _signal(self) -> None:
-        self._self.Send([_TOKEN, 0, MPI.BYTE], 0, self._tag)
+        self._self.Recv([_TOKEN, 0, MPI.BYTE], 0, self._tag)  # matches the send: the handle completes
 
     def Start(self) -> None:  # noqa: N802
         """Start the operation (again)."""
@@ -372,7 +378,7 @@ def persistent_request(st: CommState, plan: Plan | None, work: np.ndarray, sourc
     The arguments are those of :func:`start_request`; ``before`` runs at every start.
     """
     comm, tag = _self_tag()
-    req = PersistentRequest(comm.Recv_init([_TOKEN, 0, MPI.BYTE], 0, tag))
+    req = PersistentRequest(comm.Ssend_init([_TOKEN, 0, MPI.BYTE], 0, tag))
     req._bind(st, plan, work, source, before, after, out)
     req._err = [None]
     req._seq = seq

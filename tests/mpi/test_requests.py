@@ -126,9 +126,12 @@ def test_nonblocking_instance_methods(nbytes, algorithm):
 
     x, y, want = _vectors(nbytes, 4)
     req = c.Iallreduce(x, y)
-    req.Free()  # MPI: the operation still completes; the progress thread (or MPI's) finishes it
+    if not _ours(req):  # Open MPI 5 refuses to free its own active collective request: MPI's matter
+        req.Wait()
+        return
+    req.Free()  # MPI: the operation still completes; the progress thread finishes it
     assert req == MPI.REQUEST_NULL
-    _until(lambda: (WORLD.Iprobe(MPI.ANY_SOURCE, 9999), np.allclose(y, want))[1])  # Iprobe: MPI's progress
+    _until(lambda: np.allclose(y, want))
     WORLD.Barrier()
 
 
