@@ -13,7 +13,8 @@ requests started behind our back (``MPI_Startall`` on their handle: its message 
 Between two rounds the thread sleeps a quarter of the age of the oldest running
 collective, within :data:`POLL_MIN`..:data:`POLL_MAX` (a collective that has
 run long is seen at most 25 % late), and only :data:`POLL_MAX` while it only
-watches idle persistent requests; with nothing running or watched it blocks.
+watches idle persistent requests; with nothing running or watched for :data:`LINGER`
+it blocks (a program issuing nonblocking calls one after another wakes it only once).
 The caller's own ``Wait``/``Test`` drive a request directly under its lock,
 so the thread only ever takes over what nobody else is driving.
 
@@ -31,12 +32,15 @@ from typing import Any
 
 from mpi4py import MPI
 
-__all__ = ["POLL_MIN", "POLL_MAX", "Engine", "ENGINE", "threads_ok"]
+__all__ = ["POLL_MIN", "POLL_MAX", "LINGER", "Engine", "ENGINE", "threads_ok"]
 
 POLL_MIN = 50e-6
 """Seconds the thread sleeps at least between two rounds while a collective runs."""
 POLL_MAX = 1e-3
 """Seconds it sleeps at most: while a collective runs for long, and between looks at idle persistent requests."""
+
+LINGER = 0.1
+"""Seconds the thread keeps polling (every :data:`POLL_MAX`) after the last request is done, before it blocks."""
 
 
 def threads_ok() -> bool:
@@ -103,8 +107,14 @@ class Engine:
 
     def _run(self) -> None:
         cond = self._cond
+        last = time.monotonic()
         while True:
             with cond:
+                if self._running or self._watched:
+                    last = time.monotonic()
+                elif not self._stop and time.monotonic() - last < LINGER:
+                    cond.wait(POLL_MAX)  # more requests soon, usually: no wake-up (and its switch) for each
+                    continue
                 if not (self._running or self._watched or self._stop):
                     self._idle = True
                     while not (self._running or self._watched or self._stop):
@@ -116,17 +126,15 @@ class Engine:
                 running = list(self._running.values())
                 watched = list(self._watched.values())
             now = time.monotonic()
-            oldest = now
+            oldest: float | None = None
             for req in running:
-                req._poll()
+                if req._poll() and req._running:  # skipped (False): its own thread waits on it, in C
+                    oldest = req._since if oldest is None else min(oldest, req._since)
             for req in watched:
                 if id(req) not in self._running:
                     req._poll()
-            for req in running:
-                if req._running:
-                    oldest = min(oldest, req._since)
             with self._cond:
-                if self._running:
+                if oldest is not None:
                     delay = min(POLL_MAX, max(POLL_MIN, (now - oldest) * 0.25))
                 else:
                     delay = POLL_MAX

@@ -202,16 +202,17 @@ class Request(MPI.Request):
     def _catch_start(self) -> None:
         """Begin a collective started behind our back (persistent requests; nothing for a nonblocking one)."""
 
-    def _poll(self) -> None:
-        """Take the progress thread's turn: test the collective unless another thread drives it now."""
+    def _poll(self) -> bool:
+        """Take the progress thread's turn: test the collective unless another thread drives it now (then False)."""
         if not self._lock.acquire(blocking=False):
-            return
+            return False
         try:
             self._catch_start()
             if self._running:
                 self._advance()
         finally:
             self._lock.release()
+        return True
 
     def _drive(self, block: bool) -> None:
         """Make progress in the calling thread (``block``: until the collective is done)."""
