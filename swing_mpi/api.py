@@ -125,7 +125,7 @@ def allreduce(comm: MPI.Intracomm, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.
 
 def iallreduce(comm: MPI.Intracomm, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.SUM, *,
                algorithm: str | None = None, dims: Any = None, check: bool | None = None) -> Any:
-    """Start a nonblocking :func:`allreduce`: returns a :class:`Request` (``MPI.Request`` for native)."""
+    """Start a nonblocking :func:`allreduce`; return an ``MPI.Request`` (a :class:`Request` unless native runs)."""
     return call("allreduce", NONBLOCKING, comm, sendbuf, recvbuf, op, algorithm, dims, check)
 
 

@@ -80,6 +80,9 @@ class CommState:
         self.seq = 0
         """Operations started on this state (the same count on every rank)."""
         self.alive = True
+        self.extra_comms: list[Any] = []
+        """Duplicates of ``comm`` for persistent requests (:func:`swing_mpi.request.persistent_comm`)."""
+        self.persistent_count = 0
 
     @property
     def rank(self) -> int:
@@ -128,6 +131,8 @@ class CommState:
         self.plans.clear()
         self.vectors.clear()
         if self.comm != MPI.COMM_NULL and not MPI.Is_finalized():
+            for c in self.extra_comms:
+                c.Free()
             self.comm.Free()
 
 
