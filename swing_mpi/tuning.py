@@ -43,7 +43,8 @@ NETWORK_AUTO = "auto"
 """A tuning's network kind when nothing measured it: :func:`network_for` decides per call."""
 
 __all__ = [
-    "Tuning", "TuningError", "DecisionTable", "DEFAULT_TUNING", "NATIVE_BELOW_BY_MPI", "native_below", "TUNING_ENV", "NETWORK_ENV", "TUNING_VERSION",
+    "Tuning", "TuningError", "DecisionTable", "DEFAULT_TUNING", "NATIVE_BELOW_BY_MPI", "native_below", "TUNING_ENV",
+    "NETWORK_ENV", "TUNING_VERSION",
     "load_tuning", "save_tuning", "tuning_from_dict", "tuning_for_comm", "default_tuning_path", "network_override",
     "network_for", "NETWORK_AUTO", "tuning_path",
 ]
