@@ -85,6 +85,36 @@ class _Emitter:
         if whole:
             self.applies[-1] = (rec + (ALL,), [], [])
 
+    def split_sent(self) -> None:
+        """Reduce into the received chunks first, copy the sums back after: segments reduce while sends fly.
+
+        A reduction into a block this rank is sending must wait for that send to complete (MPI forbids
+        writing a buffer in flight), and MPI may complete a step's sends only after all its receives.
+        Where every apply of the lane-step reduces a received chunk into a block being sent, the blocks
+        are disjoint, and there are two or more (segments), each becomes ``chunk = peer op local`` (the
+        same operands in the same order, so the same bits), waiting only for its receive, followed after
+        all of them by a copy of the chunk into the block, which waits for the send. Only for the C loops: a reduction
+        through ``MPI_Reduce_local`` cannot write into its own operand.
+        """
+        if len(self.applies) < 2:
+            return
+        sent = [t for m, t in zip(self.msgs, self.touch) if m[0] == SEND]
+        for rec, writes, _ in self.applies:
+            if not (len(rec) == 9 and rec[0] == REDUCE_OP and rec[1] == WORK and rec[3] == SCRATCH
+                    and any(_overlap(t, writes[:1]) for t in sent)):
+                return
+        blocks = sorted((rec[2], rec[2] + rec[7]) for rec, _, _ in self.applies)
+        if any(b[0] < a[1] for a, b in zip(blocks, blocks[1:])):
+            return  # two chunks reduced into one block (several peers in a step): each must see the other's sum
+        sums: list[tuple[tuple[int, ...], list[tuple[int, int, int]], list[tuple[int, int, int]]]] = []
+        copies: list[tuple[tuple[int, ...], list[tuple[int, int, int]], list[tuple[int, int, int]]]] = []
+        for rec, _, _ in self.applies:
+            _, _, a, _, c, _, _, n, pf = rec
+            sums.append(((FIRST_OP, SCRATCH, c, SCRATCH, c, WORK, a, n, pf), [(SCRATCH, c, c + n)],
+                         [(SCRATCH, c, c + n), (WORK, a, a + n)]))
+            copies.append(((COPY_OP, WORK, a, SCRATCH, c, WORK, 0, n, 0), [(WORK, a, a + n)], [(SCRATCH, c, c + n)]))
+        self.applies = sums + copies
+
     def record(self, lane: int) -> list[int]:
         out = [lane, len(self.pre), len(self.msgs), len(self.applies)]
         for p in self.pre:
@@ -185,11 +215,12 @@ def _apply(em: _Emitter, xs: list[Xfer], combine: bool, has_src: bool, has_out: 
 
 
 def compile_program(lanes: Lanes, scratch: np.ndarray, types: list, elem: int, *, has_src: bool, has_out: bool,
-                    slots: int, vec_bytes: int) -> np.ndarray:
+                    slots: int, vec_bytes: int, split_sent: bool = False) -> np.ndarray:
     """Return the int64 program of a plan's ``lanes`` run with (``has_src``) a separate input, (``has_out``) an out.
 
     ``types``: the plan's derived datatypes (the program names them by position, 1 on); ``elem``:
-    bytes of one element.
+    bytes of one element; ``split_sent``: segments of a sent block reduced into their received
+    chunks first (:meth:`_Emitter.split_sent`; only where the reduction is one of the C loops).
     """
     type_index = {id(t): i + 1 for i, t in enumerate(types)}
     nsteps = max((len(steps) for steps in lanes), default=0)
@@ -201,5 +232,7 @@ def compile_program(lanes: Lanes, scratch: np.ndarray, types: list, elem: int, *
             em = _Emitter(scratch)
             _post(em, xs, has_src, type_index, elem)
             _apply(em, xs, combine, has_src, has_out, slots, vec_bytes)
+            if split_sent:
+                em.split_sent()
             prog += em.record(lane)
     return np.array(prog, np.int64)
