@@ -319,8 +319,9 @@ def probe(comm: Any, *, steps: int = 64, lanes: int = 4, repeats: int = 7, calls
                    "step; mpi_step_s: the same with bare Sendrecv; gamma_s_per_byte: the engine's float64 SUM "
                    "kernel (the compiled core's, 1 thread) on rank 0 alone; c_gamma_s_per_byte: numpy add on rank "
                    "0 alone (the same conditions); *_pair_*: both ranks at once; gamma_threads_s_per_byte: ours "
-                   "with k threads, rank 0 alone; overlap: 1 step of gamma_bytes, segments of segment_bytes, the node's "
-                   "reduced on 2 worker threads, (wire + reduce - step) / reduce, clipped to 0..1; each a median",
+                   "with k threads, rank 0 alone; overlap: 1 step of gamma_bytes in segments of segment_bytes, "
+                   "each reduced as it arrives with the node's threads per rank (overlap_step_2_threads: with 2), "
+                   "(wire + reduce - step) / reduce, clipped to 0..1; each a median",
         },
     }
 
