@@ -5,6 +5,8 @@ Examples::
     swing-mpi simulate --dims 64x64 --link 400G --sizes 32,1K,1M,64M --algorithms swing-bw,bucket
     swing-mpi simulate --dims 8x8 --network hyperx --alpha 0 --sizes 256M --json
     swing-mpi simulate --dims 4x4 --link 40M --alpha engine --sizes 1M,4M,16M --csv lab.csv --plot lab.png
+    swing-mpi simulate --dims 8x8 --alpha engine --cores 16 --sizes 32,32K,2M,512M --algorithms swing-bw,swing-lat
+    swing-mpi simulate --dims 8x8 --alpha c --gamma c --sizes 512M --algorithms recdoub,rabenseifner,ring
 """
 
 from __future__ import annotations
@@ -59,10 +61,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                              "fattree (non-blocking)")
     parser.add_argument("--alpha", default="c",
                         help="software cost per step: c (1.5 µs, default), engine (this library's, measured "
-                             "here; a rank's lanes then share one CPU) or seconds")
-    parser.add_argument("--gamma", type=float, default=None,
-                        help="reduction cost in seconds per byte reduced (default: the --alpha preset's; 0 for "
-                             "c and for seconds)")
+                             "by swing-mpi probe, as its engine runs: lanes in lockstep, reductions on --cores "
+                             "threads overlapping the wire segment by segment) or seconds")
+    parser.add_argument("--gamma", default=None,
+                        help="reduction cost in seconds per byte reduced, or c: a C MPI's (numpy's add on one "
+                             "thread, from the engine's costs file) (default: the --alpha preset's; 0 for c and "
+                             "for seconds)")
+    parser.add_argument("--cores", type=int, default=1,
+                        help="with --alpha engine: the cores of a node running one rank, all of them reduction "
+                             "threads (default 1: no threads, no overlap)")
     parser.add_argument("--latency", type=float, default=100e-9, help="seconds per link (default 100e-9)")
     parser.add_argument("--hop", type=float, default=300e-9, help="seconds per router hop (default 300e-9)")
     parser.add_argument("--collective", choices=("allreduce", "reduce_scatter", "allgather"), default="allreduce",
@@ -82,8 +89,13 @@ def _params(args: argparse.Namespace) -> Any:
 
     link = parse_rate(args.link)
     kw: dict[str, Any] = dict(link_bps=link, latency_s=args.latency, hop_s=args.hop, network=args.network)
+    cores = getattr(args, "cores", 1)
+    if cores < 1:
+        raise ValueError(f"--cores must be at least 1, got {cores}")
+    if cores != 1 and args.alpha != "engine":
+        raise ValueError("--cores applies to --alpha engine (a C MPI reduces on one thread)")
     if args.alpha in ("c", "engine"):
-        p = SimParams.preset(args.alpha, **kw)
+        p = SimParams.preset(args.alpha, cores=cores, **kw)
     else:
         try:
             alpha = float(args.alpha)
@@ -93,8 +105,27 @@ def _params(args: argparse.Namespace) -> Any:
     if args.gamma is not None:
         from dataclasses import replace
 
-        p = replace(p, gamma_s_per_byte=args.gamma)
+        p = replace(p, gamma_s_per_byte=_gamma(str(args.gamma)), gamma_threads=())
     return p
+
+
+def _gamma(text: str) -> float:
+    """``--gamma``: seconds per byte, or ``c``: the costs file's ``c_gamma_s_per_byte``."""
+    if text.strip() == "c":
+        from ..engine_costs import load_engine_costs
+        from .params import PresetError
+
+        try:
+            c = load_engine_costs().c_gamma_s_per_byte
+        except ValueError as e:
+            raise PresetError(str(e)) from None
+        if c is None:
+            raise ValueError("--gamma c: the engine's costs file has no c_gamma_s_per_byte (run swing-mpi probe)")
+        return c
+    try:
+        return float(text)
+    except ValueError:
+        raise ValueError(f"--gamma must be seconds per byte or c, got {text!r}") from None
 
 
 def _algorithms(spec: str, collective: str) -> list[str]:
@@ -220,7 +251,9 @@ def run(args: argparse.Namespace) -> int:
         results.extend(rows)
         if rows and not args.json:
             print(f"\n== {format_size(n)} {args.collective} on {params.network} {'x'.join(map(str, dims))}, "
-                  f"{params.link_bps / 1e9:g} Gb/s, α {params.alpha_s * 1e6:g} µs, γ {params.gamma_s_per_byte:g} s/B")
+                  f"{params.link_bps / 1e9:g} Gb/s, α {params.alpha_s * 1e6:g} µs, γ {params.gamma_s_per_byte:g} s/B"
+                  + (f", {params.threads} threads, segments {format_size(params.segment_bytes)}"
+                     if params.threads > 1 else "") + f", lanes: {params.cpu}")
             print(_table(rows), flush=True)
     if not results:
         print("swing-mpi simulate: nothing was simulated", file=sys.stderr)
