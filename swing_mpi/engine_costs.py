@@ -65,10 +65,16 @@ class EngineCosts:
     """``"c"`` (the compiled core) or ``"python"``; None: not recorded."""
 
 
-DEFAULT_ENGINE = EngineCosts(alpha_s=27.8e-6, gamma_s_per_byte=0.262e-9, alpha_1lane_s=18.0e-6, alpha_lane_s=31.0e-6,
-                             c_gamma_s_per_byte=0.180e-9, mpi_step_s=4.0e-6,
-                             source="built-in (benchmarks/results/scale/engine-probe.json)")
-"""Measured with ``swing-mpi probe`` (2 ranks, MPICH over shared memory); see :mod:`swing_mpi.probe`."""
+DEFAULT_ENGINE = EngineCosts(alpha_s=0.340e-6, gamma_s_per_byte=0.0582e-9, alpha_1lane_s=0.731e-6,
+                             alpha_lane_s=0.209e-6, c_gamma_s_per_byte=0.0517e-9, mpi_step_s=1.93e-6,
+                             source="built-in (benchmarks/results/engine/probe.json)",
+                             step_s=1.36e-6, lanes=4, lanes_together=True,
+                             gamma_threads_s_per_byte=((1, 0.0592e-9), (2, 0.0398e-9)),
+                             gamma_pair_s_per_byte=0.0847e-9, c_gamma_pair_s_per_byte=0.0937e-9, overlap=0.0,
+                             segment_bytes=1 << 20, engine="c")
+"""Measured with ``swing-mpi probe`` (the compiled engine, 2 ranks, MPICH over shared memory, 2026-12-07, the
+2-core development machine); see :mod:`swing_mpi.probe`. Its ``overlap`` is 0: there both cores copy and reduce,
+so nothing is left to hide a reduction behind; the simulator's overlap is the network's (:mod:`.netsim.software`)."""
 
 
 def default_engine_path() -> Path:

@@ -22,7 +22,7 @@ from typing import Any
 
 from ..schedule import ALGORITHMS
 from ..topology import parse_dims, require_two_nodes
-from ..units import format_size, parse_sizes
+from ..units import format_size, parse_size, parse_sizes
 from .params import MESSAGE_SIZES
 
 __all__ = ["add_arguments", "run", "main", "parse_rate"]
@@ -70,6 +70,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--cores", type=int, default=1,
                         help="with --alpha engine: the cores of a node running one rank, all of them reduction "
                              "threads (default 1: no threads, no overlap)")
+    parser.add_argument("--segment", default=None,
+                        help="with --alpha engine: bytes of a segment (binary units, e.g. 1M; 0: whole steps, no "
+                             "overlap) instead of the costs file's")
     parser.add_argument("--latency", type=float, default=100e-9, help="seconds per link (default 100e-9)")
     parser.add_argument("--hop", type=float, default=300e-9, help="seconds per router hop (default 300e-9)")
     parser.add_argument("--collective", choices=("allreduce", "reduce_scatter", "allgather"), default="allreduce",
@@ -102,10 +105,15 @@ def _params(args: argparse.Namespace) -> Any:
         except ValueError:
             raise ValueError(f"--alpha must be c, engine or seconds, got {args.alpha!r}") from None
         p = SimParams(alpha_s=alpha, gamma_s_per_byte=0.0, **kw)
-    if args.gamma is not None:
-        from dataclasses import replace
+    from dataclasses import replace
 
+    if args.gamma is not None:
         p = replace(p, gamma_s_per_byte=_gamma(str(args.gamma)), gamma_threads=())
+    segment = getattr(args, "segment", None)
+    if segment is not None:
+        if args.alpha != "engine":
+            raise ValueError("--segment applies to --alpha engine")
+        p = replace(p, segment_bytes=parse_size(segment))
     return p
 
 

@@ -140,6 +140,10 @@ def test_cli_cores_and_gamma_c(tmp_path, monkeypatch):
     assert p.gamma_s_per_byte == 0.05e-9 and p.threads == 1 and p.cpu == "lane"
     p = _params(parser.parse_args(["--alpha", "engine", "--cores", "2", "--gamma", "1e-10"]))
     assert p.gammas == (1e-10, 1e-10)
-    for argv in (["--alpha", "c", "--cores", "4"], ["--alpha", "engine", "--cores", "0"], ["--gamma", "fast"]):
+    p = _params(parser.parse_args(["--alpha", "engine", "--cores", "4", "--segment", "0"]))
+    assert p.segment_bytes == 0 and p.threads == 4
+    assert _params(parser.parse_args(["--alpha", "engine", "--segment", "256K"])).segment_bytes == 256 << 10
+    for argv in (["--alpha", "c", "--cores", "4"], ["--alpha", "engine", "--cores", "0"], ["--gamma", "fast"],
+                 ["--alpha", "c", "--segment", "1M"]):
         with pytest.raises(ValueError):
             _params(parser.parse_args(argv))
