@@ -2,7 +2,7 @@
 """The SimGrid simulator against the model at large vectors, and its HyperX and fat-tree expectations.
 
 Every registered algorithm on the 16-node ring, 8x8 and 4x4x4 at 256 MiB with
-``α = 0``: the simulated time over ``swing-mpi model --alpha-us 0``'s routed
+``α = 0``: the simulated time over ``swing-mpi model --alpha 0``'s routed
 time (400 Gb/s). Then HyperX 8x8 (Swing's busiest link per step) and a
 64-node non-blocking fat tree (Swing against recursive halving/doubling).
 Writes ``OUT/model_agreement.json`` (one object per line) and prints a table.

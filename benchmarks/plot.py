@@ -2,11 +2,11 @@
 """Replot benchmark results (no MPI): goodput vs size and time ratio vs native.
 
     python benchmarks/plot.py benchmarks/results/shm/p16/results.json -o p16.png
-    python benchmarks/plot.py run-main.json run-mpich-ring.json -o both.png --model-link-mbps 40
+    python benchmarks/plot.py run-main.json run-mpich-ring.json -o both.png --model-link 40M
 
 Several files are merged; ``vs_native`` is recomputed against the ``native``
 rows of the first file that has them at that size (MPICH's default where the
-file has it, else its forced algorithm). ``--model-link-mbps`` (re)computes the
+file has it, else its forced algorithm). ``--model-link`` (re)computes the
 dashed model lines with ``swing_mpi.model.predict_time`` where it is importable.
 """
 
@@ -20,6 +20,8 @@ except ImportError:
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from swing_mpi.bench import add_model_times, native_medians, plot_results, plot_title, read_results, set_vs_native
+from swing_mpi.cliargs import deprecated
+from swing_mpi.units import RATE_HELP, TIME_HELP, parse_rate, parse_time
 
 
 def load(paths, title=None):
@@ -46,18 +48,26 @@ def load(paths, title=None):
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="benchmarks/plot.py", description=__doc__.splitlines()[0])
     ap.add_argument("files", nargs="+", help="JSON or CSV files written by swing-mpi bench or sweep.py")
-    ap.add_argument("-o", "--output", required=True, help="PNG to write")
+    ap.add_argument("-o", "--out", required=True, help="PNG to write")
+    deprecated(ap, "--output", dest="out", new="--out")
     ap.add_argument("--place", choices=("out", "in"), default=None, help="out-of-place (default) or in-place rows")
     ap.add_argument("--title", default=None)
-    ap.add_argument("--model-link-mbps", type=float, default=None, metavar="R")
-    ap.add_argument("--model-alpha-us", type=float, default=0.0, metavar="A")
+    ap.add_argument("--model-link", default=None, metavar="RATE", help=f"draw the model at this link rate, {RATE_HELP}")
+    deprecated(ap, "--model-link-mbps", dest="model_link", new="--model-link", convert=lambda v: f"{v}M")
+    ap.add_argument("--model-alpha", default="0", metavar="TIME", help=f"model latency per step, {TIME_HELP}")
+    deprecated(ap, "--model-alpha-us", dest="model_alpha", new="--model-alpha", convert=lambda v: f"{v}us")
     args = ap.parse_args(argv)
+    try:
+        rate = parse_rate(args.model_link, "--model-link") if args.model_link else None
+        alpha = parse_time(args.model_alpha, "--model-alpha")
+    except ValueError as e:
+        ap.error(str(e))
     rows, title = load(args.files, args.title)
-    if args.model_link_mbps:
-        add_model_times(rows, link_bytes_per_s=args.model_link_mbps * 1e6 / 8, alpha=args.model_alpha_us * 1e-6,
+    if rate:
+        add_model_times(rows, link_bytes_per_s=rate / 8, alpha=alpha,
                         warn=lambda m: print(f"plot: {m}", file=sys.stderr))
-    plot_results(rows, args.output, title=title, place=args.place)
-    print(args.output)
+    plot_results(rows, args.out, title=title, place=args.place)
+    print(args.out)
     return 0
 
 

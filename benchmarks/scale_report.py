@@ -56,7 +56,7 @@ def model_psi_xi(dims: str, algs: tuple[str, ...]) -> dict[str, float]:
     cache = json.loads(cache_file.read_text()) if cache_file.exists() else {}
     if all(f"{dims} {a}" in cache for a in algs):
         return {a: cache[f"{dims} {a}"] for a in algs}
-    cmd = [sys.executable, "-m", "swing_mpi", "model", "--dims", dims, "-a", ",".join(algs), "--alpha-us", "0",
+    cmd = [sys.executable, "-m", "swing_mpi", "model", "--dims", dims, "-a", ",".join(algs), "--alpha", "0",
            "--json"]
     try:
         text = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=True).stdout

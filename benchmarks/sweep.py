@@ -20,7 +20,7 @@ Example (the lab sweep the benchmark exists for)::
 
     python benchmarks/sweep.py --np 16 --dims 4x4 --sizes 1K:16M \\
         --mpich-algorithms default,ring,reduce_scatter_allgather,recursive_doubling \\
-        --lab --rate-mbit 40 --out benchmarks/results/lab4x4
+        --lab --link 40M --out benchmarks/results/lab4x4
 
 Arguments after ``--`` go to every ``swing-mpi bench`` launch unchanged.
 """
@@ -53,9 +53,10 @@ from swing_mpi.bench import (
     write_csv,
     write_json,
 )
+from swing_mpi.cliargs import deprecated
 from swing_mpi.lab import find_mpiexec, kill_group
 from swing_mpi.topology import parse_dims
-from swing_mpi.units import format_size, parse_sizes, short_size
+from swing_mpi.units import RATE_HELP, TIME_HELP, format_size, parse_rate, parse_sizes, parse_time, short_size
 
 MPICH_VAR = "MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM"
 MPICH_ALGORITHMS = ("recursive_doubling", "reduce_scatter_allgather", "ring", "recexch",
@@ -93,8 +94,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--timeout", type=float, default=1800,
                     help="MPIEXEC_TIMEOUT of each launch in seconds (default 1800)")
     ap.add_argument("--lab", action="store_true", help="run inside an emulated torus of --dims (needs root)")
-    ap.add_argument("--rate-mbit", type=float, default=None,
-                    help="lab link rate per direction, Mbit/s (default: the lab's, 40)")
+    ap.add_argument("--link", default=None, metavar="RATE",
+                    help=f"lab link rate per direction, {RATE_HELP} (default: the lab's, 40M)")
+    deprecated(ap, "--rate-mbit", dest="link", new="--link", convert=lambda v: f"{v}M")
     ap.add_argument("--mtu", type=int, default=None, help="lab MTU (default: the lab's, 65000)")
     ap.add_argument("--burst-kib", type=int, default=None,
                     help="lab token-bucket burst per port, KiB (default: the lab's, 256)")
@@ -108,10 +110,12 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--lab-check", nargs="?", const="fail", choices=("fail", "warn"), default=None,
                     help="check the lab's routes and rates before the runs (lab-check.json); a failed check "
                     "stops the sweep, or with --lab-check=warn is only reported")
-    ap.add_argument("--model-link-mbps", type=float, default=None, metavar="R",
-                    help="model lines at R Mbit/s per link (default with --lab: --rate-mbit)")
-    ap.add_argument("--model-alpha-us", type=float, default=None, metavar="A",
-                    help="model latency per step, us (default 0)")
+    ap.add_argument("--model-link", default=None, metavar="RATE",
+                    help=f"model lines at this link rate, {RATE_HELP} (default with --lab: --link)")
+    deprecated(ap, "--model-link-mbps", dest="model_link", new="--model-link", convert=lambda v: f"{v}M")
+    ap.add_argument("--model-alpha", default=None, metavar="TIME",
+                    help=f"model latency per step, {TIME_HELP} (default 0)")
+    deprecated(ap, "--model-alpha-us", dest="model_alpha", new="--model-alpha", convert=lambda v: f"{v}us")
     ap.add_argument("--bw-unit", choices=("GB", "MB"), default=None, help="table unit (default MB with --lab, else GB)")
     ap.add_argument("--python", default=sys.executable, help="interpreter of the ranks (default: this one)")
     ap.add_argument("--dry-run", action="store_true", help="write commands.txt and print the commands, run nothing")
@@ -284,6 +288,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     out = args.out
     try:
+        for flag, value, parse in (("--link", args.link, parse_rate), ("--model-link", args.model_link, parse_rate),
+                                   ("--model-alpha", args.model_alpha, parse_time)):
+            if value is not None:
+                parse(value, flag)
         launches, np_, dims = plan_launches(args, out)
     except ValueError as e:
         print(f"sweep: {e}", file=sys.stderr)
@@ -304,7 +312,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         from swing_mpi.lab.system import choose_tcp_cc
 
-        rate = args.rate_mbit if args.rate_mbit is not None else DEFAULT_RATE_MBIT
+        rate = parse_rate(args.link, "--link") / 1e6 if args.link is not None else DEFAULT_RATE_MBIT
         mtu = args.mtu if args.mtu is not None else DEFAULT_MTU
         burst = args.burst_kib if args.burst_kib is not None else DEFAULT_BURST_KIB
         tcp_cc = args.tcp_cc if args.tcp_cc is not None else DEFAULT_TCP_CC
@@ -328,7 +336,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                      "equivalent stand-alone commands:")
         for L in launches:
             envs = " ".join(f"-e {k}={shlex.quote(v)}" for k, v in L.env.items())
-            lines.append(f"{shlex.quote(sys.executable)} -m swing_mpi lab --dims {lab_dims} --rate-mbit {rate:g} "
+            lines.append(f"{shlex.quote(sys.executable)} -m swing_mpi lab --dims {lab_dims} --link {rate:g}M "
                          f"--mtu {mtu} --burst-kib {burst} --tcp-cc {tcp.setting}"
                          f"{' --routers' if args.routers else ''} "
                          f"{f'--queue-ms {queue} ' if queue != DEFAULT_QUEUE_MS else ''}"
@@ -404,10 +412,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not rows:
         _say("no results")
         return 1
-    model_rate = args.model_link_mbps if args.model_link_mbps is not None else (rate if args.lab else None)
+    model_bps = (parse_rate(args.model_link, "--model-link") if args.model_link is not None
+                 else (rate * 1e6 if args.lab else None))
     model = None
-    if model_rate:
-        model = {"link_bytes_per_s": model_rate * 1e6 / 8, "alpha": (args.model_alpha_us or 0.0) * 1e-6,
+    if model_bps:
+        model = {"link_bytes_per_s": model_bps / 8,
+                 "alpha": parse_time(args.model_alpha, "--model-alpha") if args.model_alpha else 0.0,
                  "congestion": "routed"}
         add_model_times(rows, warn=_say, **model)
     sweep = {"command": sweep_cmd, "np": np_, "dims": args.dims, "lab": bool(args.lab), "lab_check_ok": check_ok,

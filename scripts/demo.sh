@@ -52,7 +52,7 @@ if [ "$mode" = lab ]; then
   say "measuring 1 MiB and 4 MiB: swing-bw, bucket and MPI_Allreduce (MPICH's default); about 40 s"
   start=$SECONDS
   rc=0
-  "$PY" benchmarks/sweep.py --lab --dims 4x4 --rate-mbit 40 --sizes 1M,4M --algorithms swing-bw,bucket \
+  "$PY" benchmarks/sweep.py --lab --dims 4x4 --link 40M --sizes 1M,4M --algorithms swing-bw,bucket \
     --iters 5 --warmup 1 --timeout 300 --out "$OUT" -- "$@" || rc=$?
   if [ "$rc" -ne 0 ] && [ -s "$OUT/lab-unavailable.txt" ] && [ "${DEMO:-auto}" != lab ]; then
     why="the lab could not be built after all: $(head -n 1 "$OUT/lab-unavailable.txt")"

@@ -29,7 +29,8 @@ _COLLECTIVES = ("reduce_scatter_block", "ireduce_scatter_block", "reduce_scatter
                 "reduce_scatter", "ireduce_scatter", "reduce_scatter_init",
                 "allgather", "iallgather", "allgather_init")
 
-__all__ = [*_API, *_COLLECTIVES, "CollectiveMismatchError", "ALGORITHMS", "Torus", "rc", "__version__"]
+__all__ = [*_API, *_COLLECTIVES, "CollectiveMismatchError", "CollectiveError", "ALGORITHMS", "Torus", "rc",
+           "__version__"]
 
 
 def __getattr__(name: str) -> Any:
@@ -43,4 +44,8 @@ def __getattr__(name: str) -> Any:
         from .guard import CollectiveMismatchError
         globals()[name] = CollectiveMismatchError
         return CollectiveMismatchError
+    if name == "CollectiveError":
+        from .errors import CollectiveError
+        globals()[name] = CollectiveError
+        return CollectiveError
     raise AttributeError(f"module 'swing_mpi' has no attribute {name!r}")

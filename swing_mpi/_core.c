@@ -61,6 +61,16 @@ enum { T_I8, T_I16, T_I32, T_I64, T_U8, T_U16, T_U32, T_U64, T_F32, T_F64, T_NTY
     return -1;
 
 /* D[i] = A[i] op B[i] for n elements; 0, or -1 for a kernel this file does not have. */
+/* The loops compiled twice on x86-64 (AVX2 and the baseline), the CPU picking at load time: the same IEEE
+ * operation per element either way (no fused multiply-add, no reassociation: -ffp-contract=off), so the
+ * same bits, at the speed numpy's own dispatched loops run. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
+#define KERNEL_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define KERNEL_CLONES
+#endif
+
+KERNEL_CLONES
 static int kernel_run(int kernel, char *pd, const char *pa, const char *pb, Py_ssize_t n)
 {
     int op = kernel >> 4, type = kernel & 15;

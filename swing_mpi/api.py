@@ -125,7 +125,7 @@ def allreduce(comm: MPI.Intracomm, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.
 
 def iallreduce(comm: MPI.Intracomm, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.SUM, *,
                algorithm: str | None = None, dims: Any = None, check: bool | None = None) -> Any:
-    """Start a nonblocking :func:`allreduce`: returns a :class:`Request` (``MPI.Request`` for native)."""
+    """Start a nonblocking :func:`allreduce`; return an ``MPI.Request`` (a :class:`Request` unless native runs)."""
     return call("allreduce", NONBLOCKING, comm, sendbuf, recvbuf, op, algorithm, dims, check)
 
 
@@ -152,6 +152,18 @@ def auto_trial(comm: MPI.Intracomm, recvbuf: Any, op: MPI.Op = MPI.SUM, *, dims:
     if not a.count:
         return None
     return decision_for("allreduce", comm, a, op, AUTO, dims)[2]
+
+
+def _check_dims(comm: MPI.Comm | None, dims: Any) -> None:
+    """Refuse ``dims`` at construction, as a bad ``algorithm=`` is, not at the first call.
+
+    Local: the sides must be integers and hold the communicator's ranks (for no communicator,
+    only the form is checked).
+    """
+    if comm is not None and comm != MPI.COMM_NULL:
+        parse_dims(dims, comm.Get_size())
+    elif not (isinstance(dims, str) and dims.strip().lower().endswith("d")):  # "2d" waits for the ranks
+        parse_dims(dims)
 
 
 def _placement_of(comm: MPI.Comm, coords: Any, dims: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -241,6 +253,7 @@ class Intracomm(MPI.Intracomm):
             if placement != tuple(range(len(placement))):
                 self.swing_placement = placement
         if dims is not None:
+            _check_dims(comm, dims)
             self._swing_dims = dims
         if check is not None:
             self._swing_check = bool(check)

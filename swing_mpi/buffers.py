@@ -248,12 +248,12 @@ def _code(dt: MPI.Datatype) -> str | None:
 
 
 def check_same_datatype(send: BufferSpec, recv: BufferSpec) -> None:
-    """Raise ``ValueError`` unless the two buffers hold the same kind of element."""
+    """Raise ``ValueError`` unless the two buffers hold the same kind of element (named as mpi4py names it)."""
     if send.datatype != recv.datatype and (
             send.datatype.size != recv.datatype.size or send.extent != recv.extent
             or _code(send.datatype) != _code(recv.datatype)):
-        raise ValueError(f"sendbuf datatype {send.datatype.Get_name()} does not match "
-                         f"recvbuf datatype {recv.datatype.Get_name()}")
+        raise ValueError(f"mismatch in send and receive MPI datatypes: sendbuf {send.datatype.Get_name()}, "
+                         f"recvbuf {recv.datatype.Get_name()}")
 
 
 # -- op facts: what the decision needs to know of an MPI op on a datatype ------------------------
@@ -396,11 +396,14 @@ def call_args(operation: str, comm: Any, sendbuf: Any, recvbuf: Any, op: Any, re
         raise TypeError(f"op must be an MPI.Op, got None (an {operation} reduces: MPI.SUM, MPI.MAX, ...)")
     recv = parse_buffer(recvbuf, writable=True, where="recvbuf")
     send = None if is_in_place(sendbuf) else parse_buffer(sendbuf, writable=False, where="sendbuf")
+    if send is not None and (operation != "reduce_scatter" or recvcounts is not None):
+        # before the counts, as mpi4py: 4 int32 into 16 bytes is a datatype mismatch, not a count one
+        # (a reduce-scatter that gathers its counts checks it there, so that every rank raises alike)
+        check_same_datatype(send, recv)
     if operation == "allreduce":
         if send is not None:
             if send.count != recv.count:
                 raise ValueError(f"sendbuf has {send.count} elements, recvbuf {recv.count}")
-            check_same_datatype(send, recv)
             if send.count and np.shares_memory(send.data, recv.data):
                 raise ValueError("sendbuf and recvbuf overlap; use MPI.IN_PLACE for an in-place allreduce")
         return Args(send, recv, recv.count, None, op, recv.count * recv.extent)
@@ -408,7 +411,6 @@ def call_args(operation: str, comm: Any, sendbuf: Any, recvbuf: Any, op: Any, re
         return _allgather_args(comm, send, recv)
     counts = _reduce_scatter_counts(operation, comm, send, recv, recvcounts)
     if send is not None:
-        check_same_datatype(send, recv)
         _no_overlap(send, recv, operation)
     total = sum(counts)
     a = Args(send, recv, total, counts, op, total * recv.extent)
@@ -424,7 +426,6 @@ def _allgather_args(comm: Any, send: BufferSpec | None, recv: BufferSpec) -> Arg
         n = recv.count // p
     else:
         n = send.count
-        check_same_datatype(send, recv)
         if recv.count != n * p:
             raise ValueError(f"allgather: recvbuf has {recv.count} elements, needs {p} x {n} "
                              f"(sendbuf's count times the ranks)")

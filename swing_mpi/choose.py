@@ -30,7 +30,16 @@ import numpy as np
 
 from .model.features import Coefficients, coefficients, lower_bound, probe_counts
 from .schedule import ALGORITHMS, AUTO, NATIVE, algorithm_info
-from .tuning import DEFAULT_TUNING, Tuning, TuningError, load_tuning, network_for, save_tuning, tuning_for_comm
+from .tuning import (
+    DEFAULT_TUNING,
+    Tuning,
+    TuningError,
+    load_tuning,
+    native_below,
+    network_for,
+    save_tuning,
+    tuning_for_comm,
+)
 
 __all__ = [
     "decide", "Decision", "Estimate", "explain", "choose", "resolve", "choose_collective", "candidates",
@@ -77,6 +86,8 @@ class Estimate:
     source: str
     """``measured``, ``model`` or ``rule``."""
     detail: str
+    bound: float | None = None
+    """Seconds: a lower bound on the time of a candidate the model did not route (``seconds`` is ``None``)."""
 
 
 @dataclass(frozen=True)
@@ -198,8 +209,8 @@ def _model(ours: Sequence[str], dims: tuple[int, ...], nbytes: int, exact: bool,
         times = {a: _model_time(b, nbytes, tuning) for a, b in bounds.items()}
         for a in sorted(order, key=lambda a: (times[a], order.index(a))):
             if times[a] >= best_t * (1.0 - MODEL_RESOLUTION):
-                out[a] = Estimate(a, None, "model", f"not routed: its lower bound {times[a]:.3g} s cannot beat "
-                                                    f"{best} by {MODEL_RESOLUTION:.0%}")
+                out[a] = Estimate(a, None, "model", f"not routed: its lower bound (>= in the time column) cannot "
+                                                    f"beat {best} by {MODEL_RESOLUTION:.0%}", bound=times[a])
                 continue
             try:
                 e = price(coefficients(a, dims, exact=exact, network="torus", part=collective))
@@ -259,7 +270,7 @@ def _auto(p: int, dims: tuple[int, ...], nbytes: int, exact: bool, commutative: 
             tried = _tried(table, pick, allowed, nbytes) if collective == "allreduce" else ()
             return Decision(pick, "measured", tuple(est), tried)
     ours = [a for a in registered if _valid(a, dims, exact, collective)]
-    nb = tuning.native_below_bytes
+    nb = native_below(tuning)
     rule = Estimate(NATIVE, None, "rule", "no measured table for this call: the model hands "
                     + ("no vector" if nb is None else f"vectors below {nb} B") + " to MPI (native_below_bytes)")
     if native_ok and nb is not None and nbytes < nb or not ours:

@@ -15,9 +15,10 @@ import sys
 from dataclasses import replace
 
 from .choose import COLLECTIVES, explain
+from .cliargs import add_collective
 from .model.features import NETWORKS
 from .tuning import Tuning, load_tuning, network_for
-from .units import format_size, parse_size
+from .units import SIZE_HELP, format_dims, format_size, parse_size
 
 __all__ = ["add_arguments", "run", "op_facts", "DTYPES", "OPS"]
 
@@ -42,14 +43,31 @@ def op_facts(dtype: str, op: str) -> tuple[bool, bool]:
     return exact, exact or op in ("sum", "prod")
 
 
+def _time_unit(seconds: list[float]) -> tuple[str, float]:
+    """Return the one unit of a table of times, ``(name, seconds per unit)``: the fastest time's."""
+    low = min(seconds, default=0.0)
+    for unit, scale in (("s", 1.0), ("ms", 1e-3)):
+        if low >= scale:
+            return unit, scale
+    return "us", 1e-6
+
+
+def _digits(value: float) -> int:
+    """Return the decimals that show ``value`` to about four figures (none from 1000 on)."""
+    return 0 if value >= 1000 else 1 if value >= 100 else 2 if value >= 10 else 3
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the options of ``swing-mpi choose``."""
     parser.add_argument("--dims", required=True, help="torus dims, e.g. 3x4 (a ring: 12)")
-    parser.add_argument("--size", "-s", required=True, help="vector bytes, e.g. 4MiB, 64K, 8")
-    parser.add_argument("--dtype", "-d", default="float64", choices=list(DTYPES))
-    parser.add_argument("--op", "-o", default="sum", choices=list(OPS))
+    parser.add_argument("--size", "-s", required=True, help=f"vector size in {SIZE_HELP}, e.g. 4M, 64K, 8")
+    parser.add_argument("--dtype", "-d", default="float64", choices=list(DTYPES),
+                        help="element type of the vector (default float64)")
+    parser.add_argument("--op", "-o", default="sum", choices=list(OPS),
+                        help="predefined reduction op (default sum; an all-gather reduces nothing)")
     parser.add_argument("--noncommutative", action="store_true", help="a user-defined non-commutative op")
-    parser.add_argument("--collective", default="allreduce", choices=list(COLLECTIVES))
+    add_collective(parser, choices=tuple(COLLECTIVES),
+                   help="the collective called: allreduce (default), reduce_scatter or allgather")
     parser.add_argument("--tuning", "-t", default=None,
                         help="tuning file (default: $SWING_MPI_TUNING, ~/.config/swing_mpi/tuning.json, built-in)")
     parser.add_argument("--network", choices=list(NETWORKS), default=None,
@@ -91,11 +109,12 @@ def run(args: argparse.Namespace) -> int:
     shape = "x".join(map(str, dims))
     if args.json:
         print(json.dumps({
-            "pick": d.algorithm, "decided_by": d.why, "collective": args.collective, "dims": list(dims), "p": p,
+            "pick": d.algorithm, "decided_by": d.why, "collective": args.collective, "dims": format_dims(dims), "p": p,
             "nbytes": nbytes, "dtype": args.dtype, "op": "noncommutative" if noncommutative else args.op,
             "exact": exact, "native_ok": native_ok, "network": network_for(tuning, dims), "tuning": tuning.source,
             "tried_first": list(d.tried),
-            "candidates": [{"algorithm": e.algorithm, "seconds": e.seconds, "source": e.source, "detail": e.detail}
+            "candidates": [{"algorithm": e.algorithm, "seconds": e.seconds, "source": e.source, "detail": e.detail,
+                            **({"lower_bound_seconds": e.bound} if e.bound is not None else {})}
                            for e in d.estimates],
         }, indent=1))
         return 0
@@ -107,10 +126,13 @@ def run(args: argparse.Namespace) -> int:
         print(f"first calls try: {', '.join(d.tried)}, then keep the fastest on this launch "
               f"(blocking calls; SWING_MPI_TRIAL=off: {d.algorithm} from the start)")
     w = max([len(e.algorithm) for e in d.estimates] + [9])
-    print(f"{'candidate':<{w}}  {'time':>12}  source    where the number comes from")
-    for e in sorted(d.estimates, key=lambda e: (e.seconds is None, e.seconds or 0.0)):
-        t = "-" if e.seconds is None else (f"{e.seconds * 1e6:.1f} us" if e.seconds < 1e-2
-                                           else f"{e.seconds * 1e3:.2f} ms")
+    unit, scale = _time_unit([t for e in d.estimates for t in (e.seconds, e.bound) if t is not None])
+    print(f"{'candidate':<{w}}  {'time (' + unit + ')':>12}  source    where the number comes from")
+    for e in sorted(d.estimates, key=lambda e: (e.seconds is None, e.bound is None, e.seconds or e.bound or 0.0)):
+        if e.seconds is not None:
+            t = f"{e.seconds / scale:.{_digits(e.seconds / scale)}f}"
+        else:
+            t = "-" if e.bound is None else f">= {e.bound / scale:.{_digits(e.bound / scale)}f}"
         mark = " *" if e.algorithm == d.algorithm else "  "
         print(f"{e.algorithm:<{w}}{mark}{t:>12}  {e.source:<8}  {e.detail}")
     return 0

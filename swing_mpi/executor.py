@@ -36,6 +36,7 @@ from mpi4py import MPI
 
 from . import native
 from .config import rc
+from .errors import CollectiveError, mismatch_message
 from .program import compile_program, kernel_for
 from .reducer import Reducer, op_name
 from .schedule.base import REDUCE, Schedule
@@ -57,22 +58,6 @@ TAG_SEQS = 256
 
 POLICY_CODES = {"spin": 0, "yield": 1, "backoff": 2}
 """The wait policies as the compiled core numbers them."""
-
-
-class CollectiveError(MPI.Exception):
-    """An MPI error inside one of our collectives, said with where it happened and what probably caused it.
-
-    An ``MPI.Exception`` (``Get_error_code()`` is MPI's code), so code that catches MPI's errors catches it.
-    """
-
-    def __init__(self, code: int, message: str) -> None:
-        """Keep MPI's ``code`` and our ``message``."""
-        super().__init__(code)
-        self.message = message
-
-    def __str__(self) -> str:
-        """Return the message."""
-        return self.message
 
 
 class Plan:
@@ -146,6 +131,8 @@ class Plan:
         self._eng: Any = None
         """The compiled core's engine of the operation in progress (None: the Python loop runs it)."""
         self._fast: Any = self._engine(False, False) if schedule.slots == 1 else None
+        self._fast_src: Any = None
+        """The engine :meth:`run_fast` runs out of place (set once the input needs no copy after the run)."""
         """The engine of an in-place call (what the repeat path runs), if the compiled core runs this plan."""
         self._policy = POLICY_CODES.get(self.wait_policy, 1)
         self._timeout_c = -1.0 if self.timeout is None else float(self.timeout)
@@ -308,7 +295,12 @@ class Plan:
         if self.active:
             eng = self._eng
             if eng is None:
-                self._progress(block=False)
+                try:
+                    self._progress(block=False)
+                except CollectiveError:
+                    raise
+                except MPI.Exception as e:
+                    self._python_failed(e)
             else:
                 r = eng.test()
                 if r is True:
@@ -326,8 +318,40 @@ class Plan:
                 self._core_failed(eng, r)
             self._finish()
             return
-        while self.active:
-            self._progress(block=True)
+        try:
+            while self.active:
+                self._progress(block=True)
+        except CollectiveError:
+            raise
+        except MPI.Exception as e:
+            self._python_failed(e)
+
+    @property
+    def fast(self) -> bool:
+        """Whether :meth:`run_fast` may run this plan (the compiled core runs it, one slot, not broken)."""
+        return self._fast is not None and not self.active
+
+    def run_fast(self, result: Any, source: Any, seq: int) -> None:
+        """Run a blocking allreduce in one call of the compiled core, on any C-contiguous buffers.
+
+        The repeat path's call (:mod:`swing_mpi.repeat`): what :meth:`run` does, without byte
+        views. Only where :attr:`fast`; ``source`` None: in place.
+        """
+        tag = TAG_BASE + (seq % TAG_SEQS) * MAX_LANES
+        if source is None:
+            eng = self._fast
+        else:
+            eng = self._fast_src
+            if eng is None:  # not planned yet, or the input is copied in: the general path
+                self.run(np.frombuffer(result, np.uint8), np.frombuffer(source, np.uint8), seq=seq)
+                if self._sources is not None and not self._sources.from_input:
+                    self._fast_src = self._engine(True, False)
+                return
+        r = eng.run(result, source, None, self.scratch, tag, self._policy, self._timeout_c, rc.sleep_us)
+        if r is not True:
+            self._result = self._work = np.frombuffer(result, np.uint8)
+            self._src = None if source is None else np.frombuffer(source, np.uint8)
+            self._core_failed(eng, r)
 
     def run(self, result: np.ndarray, source: np.ndarray | None = None, *, seq: int = 0,
             out: np.ndarray | None = None) -> None:
@@ -337,12 +361,25 @@ class Plan:
         lanes progress together (that bookkeeping dominates small calls).
         """
         eng = self._fast
-        if eng is not None and source is None and out is None and not self.active:
-            r = eng.run(result, None, None, self.scratch, TAG_BASE + (seq % TAG_SEQS) * MAX_LANES, self._policy,
+        if eng is not None and out is None and not self.active:
+            src = None
+            if source is not None:  # out of place: the input read where first used, the rest copied after
+                if not self._sources_planned:
+                    self._sources = plan_sources(self.lanes, slots=1, wanted=self._wanted) if self.vec_bytes else None
+                    self._sources_planned = True
+                if self._sources is None:
+                    result[...] = source
+                else:
+                    eng, src = self._engine(True, False), source
+            r = eng.run(result, src, None, self.scratch, TAG_BASE + (seq % TAG_SEQS) * MAX_LANES, self._policy,
                         self._timeout_c, rc.sleep_us)
             if r is not True:
                 self._result = self._work = result
+                self._src = src
                 self._core_failed(eng, r)
+            if src is not None:
+                for a, b in self._sources.from_input:  # type: ignore[union-attr]
+                    result[a:b] = src[a:b]
             return
         if self._core is not None:
             work = self._begin(result, source, seq, out)
@@ -361,11 +398,17 @@ class Plan:
         work = self._begin(result, source, seq, out)
         self.active = True
         timeout, wait = self.timeout, self.wait_policy
-        for k in range(len(self.lanes[0])):
-            reqs = self._post(0, k, work)
-            if reqs and not wait_all(reqs, timeout, wait):
-                self._timed_out([(0, k, r, peer) for r, peer in zip(reqs, self.req_peers[0][k])])
-            self._apply(0, k, work)
+        k = 0
+        try:
+            for k in range(len(self.lanes[0])):
+                reqs = self._post(0, k, work)
+                if reqs and not wait_all(reqs, timeout, wait):
+                    self._timed_out([(0, k, r, peer) for r, peer in zip(reqs, self.req_peers[0][k])])
+                self._apply(0, k, work)
+        except CollectiveError:
+            raise
+        except MPI.Exception as e:
+            self._python_failed(e, k)
         self._finish()
 
     def _begin(self, result: np.ndarray, source: np.ndarray | None, seq: int,
@@ -517,7 +560,7 @@ class Plan:
                    f"(SWING_MPI_TIMEOUT); the collective is broken, {END_THE_JOB}")
         self.broken = f"an earlier wait timed out: {message}"
         self.active = False
-        self._fast = None
+        self._fast = self._fast_src = None
         self._result = self._work = self._src = None
         raise TimeoutError(message)
 
@@ -534,28 +577,21 @@ class Plan:
         keep_alive((eng, self._work, self._src, self._out, self.scratch))
         self._mpi_error(code, step, lane, peer, kind)
 
+    def _python_failed(self, e: MPI.Exception, step: int | None = None) -> None:
+        """Raise :class:`CollectiveError` for an MPI error the Python engine met (its requests stay posted)."""
+        keep_alive((self._reqs, self._work, self._src, self._out, self.scratch))
+        self._mpi_error(e.Get_error_code(), self._pos[0] if step is None and self._pos else step or 0, -1, -1, -1)
+
     def _mpi_error(self, code: int, step: int, lane: int, peer: int, kind: int) -> None:
         """Raise :class:`CollectiveError` for MPI's error ``code`` in ``step`` of ``lane`` with ``peer``.
 
         ``kind``: 0 a receive, 1 a send, 2 a reduction, -1 unknown. The plan is broken afterwards.
         """
         s = self.schedule
-        me = self.comm.Get_rank()
-        try:
-            reason = MPI.Get_error_string(code).strip()
-        except MPI.Exception:
-            reason = f"error code {code}"
-        where = f"step {step}" + (f" of lane {lane}" if len(self.lanes) > 1 and lane >= 0 else "")
-        what = {0: f", receiving from {rank_name(self.comm, peer)}", 1: f", sending to {rank_name(self.comm, peer)}",
-                2: ", reducing"}.get(kind, "")
-        operation = str(s.meta.get("collective", "allreduce"))
-        message = (f"{operation} ({s.algorithm}, {s.count} elements of {self.ext} bytes) on "
-                   f"{rank_name(self.comm, me)}: MPI reported {reason!r} in {where}{what}. The ranks probably "
-                   f"called it with different counts, datatypes, ops, algorithms or dims; SWING_MPI_CHECK=1 "
-                   f"compares every call's arguments across ranks before any data moves. The collective is "
-                   f"broken, {END_THE_JOB}")
+        message = mismatch_message(self.comm, code, str(s.meta.get("collective", "allreduce")), s.algorithm, s.count,
+                                   self.ext, step, lane if len(self.lanes) > 1 else -1, peer, kind)
         self.broken = message
         self.active = False
-        self._fast = None
+        self._fast = self._fast_src = None
         self._result = self._work = self._src = self._out = None
         raise CollectiveError(code, message)

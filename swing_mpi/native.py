@@ -83,10 +83,15 @@ def mpi_include_dir(lib: str | None) -> str | None:
     return None
 
 
+CFLAGS = ("-O3", "-fPIC", "-shared", "-fno-fast-math", "-ffp-contract=off", "-std=gnu99")
+"""How the core is compiled (part of the build's name): no fast math, no contraction into fused multiply-adds."""
+
+
 def _key(lib: str) -> str:
     with open(SOURCE, "rb") as f:
         src = f.read()
-    h = hashlib.sha256(src + os.path.realpath(lib).encode() + sys.version.encode()).hexdigest()[:16]
+    what = src + os.path.realpath(lib).encode() + sys.version.encode() + " ".join(CFLAGS).encode()
+    h = hashlib.sha256(what).hexdigest()[:16]
     return f"{_mpi_family()}-{h}"
 
 
@@ -136,7 +141,7 @@ def build(*, quiet: bool = True) -> str:
         if os.path.exists(path):
             return path
         tmp = f"{path}.{os.getpid()}.tmp"
-        cmd = [*cc_words, "-O2", "-fPIC", "-shared", "-fno-fast-math", "-ffp-contract=off", "-std=gnu99",
+        cmd = [*cc_words, *CFLAGS,
                f"-I{sysconfig.get_paths()['include']}", f"-I{inc}", SOURCE, "-o", tmp,
                f"-L{os.path.dirname(lib)}", f"-l:{os.path.basename(lib)}", f"-Wl,-rpath,{os.path.dirname(lib)}",
                "-lpthread"]

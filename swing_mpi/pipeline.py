@@ -9,6 +9,7 @@ arguments and decision across ranks (:func:`swing_mpi.guard.verify`) before any 
 
 from __future__ import annotations
 
+import math
 from time import perf_counter
 from typing import Any
 
@@ -16,12 +17,12 @@ import numpy as np
 from mpi4py import MPI
 
 from . import guard, online
-from .buffers import Args, DeviceBuffer, call_args, is_in_place
+from .buffers import Args, DeviceBuffer, call_args, is_in_place, native_bit_identical
 from .choose import Decision, decide, supports
 from .config import rc
 from .executor import Plan
 from .repeat import remember, remember_native
-from .request import Request
+from .request import persistent_comm, persistent_request, start_request
 from .schedule import AUTO, NATIVE, build_schedule
 from .schedule.halves import ALL_GATHER, REDUCE_SCATTER, build_half
 from .state import CommState, comm_state, dims_for
@@ -94,8 +95,8 @@ def call(operation: str, mode: int, comm: Any, sendbuf: Any, recvbuf: Any, op: A
     if operation != "allreduce":
         return _halves(operation, mode, st, comm.Get_rank(), name, dims_t, a, op or MPI.REPLACE)
     if mode != BLOCKING:
-        plan = _plan(st, None, name, dims_t, a, op) if a.count else None
-        return Request(st, plan, a.recv.data, None if a.send is None else a.send.data, persistent=mode == PERSISTENT)
+        return _request(mode, st, lambda: build_schedule(name, dims_t, st.rank, a.count, exact=a.exact),
+                        bool(a.count), a.datatype, op, a.recv.data, None if a.send is None else a.send.data)
     plan = _run(st, name, dims_t, a, op, comm, sendbuf, recvbuf)
     if plan is not None and not (checking or rc.check):  # cached: the next call may reuse it
         remember(comm, sendbuf, recvbuf, op, algorithm, dims, a.datatype, st, plan)
@@ -120,7 +121,10 @@ def _key(what: str, name: str, dims_t: tuple[int, ...], counts: Any, a: Args, op
 def _plan(st: CommState, key: tuple | None, name: str, dims_t: tuple[int, ...], a: Args, op: MPI.Op) -> Plan:
     plan = st.plans.get(key) if key is not None else None
     if plan is None:
-        plan = st.plan(key, lambda: build_schedule(name, dims_t, st.rank, a.count, exact=a.exact), a.datatype, op)
+        # two ranks combine one pair, the same bits on both for SUM and PROD of floats (IEEE's are commutative):
+        # the exact form then, not the rank-ordered contributions form
+        exact = a.exact or math.prod(dims_t) == 2 and native_bit_identical(op, a.datatype, False)
+        plan = st.plan(key, lambda: build_schedule(name, dims_t, st.rank, a.count, exact=exact), a.datatype, op)
     return plan
 
 
@@ -159,7 +163,7 @@ def _halves(operation: str, mode: int, st: CommState, rank: int, name: str, dims
     half = REDUCE_SCATTER if collective == "reduce_scatter" else ALL_GATHER
     key = _key(collective, name, dims_t, tuple(counts), a, op) if mode == BLOCKING else None
     plan = None
-    if total:
+    if total and mode == BLOCKING:
         plan = st.plans.get(key) if key is not None else None
         if plan is None:
             plan = st.plan(key, lambda: build_half(name, dims_t, st.rank, tuple(blocks), half=half), a.datatype, op)
@@ -180,13 +184,28 @@ def _halves(operation: str, mode: int, st: CommState, rank: int, name: str, dims
         if a.send is not None and n:
             before = _move(work[rank * n * ext:(rank + 1) * n * ext], a.send.data[:n * ext])
     if mode != BLOCKING:
-        return Request(st, plan, work, source, persistent=mode == PERSISTENT, before=before, out=out)
+        return _request(mode, st, lambda: build_half(name, dims_t, st.rank, tuple(blocks), half=half), bool(total),
+                        a.datatype, op, work, source, before=before, out=out)
     st.seq += 1
     if before is not None:
         before()
     if plan is not None:
         plan.run(work, source, seq=st.seq, out=out)
     return None
+
+
+def _request(mode: int, st: CommState, schedule: Any, moves: bool, datatype: MPI.Datatype, op: MPI.Op,
+             work: np.ndarray, source: np.ndarray | None, **kw: Any) -> Any:
+    """Start a nonblocking call, or set up a persistent one, on a plan of its own (none where nothing ``moves``).
+
+    A persistent request's plan runs on the communicator and operation number it owns
+    (:func:`swing_mpi.request.persistent_comm`): it may start at a different moment on each rank.
+    """
+    if mode == PERSISTENT:
+        comm, seq = persistent_comm(st)
+        plan = Plan(comm, schedule(), datatype, op, wait=st.wait_policy, threads=st.threads) if moves else None
+        return persistent_request(st, plan, work, source, seq, **kw)
+    return start_request(st, st.plan(None, schedule, datatype, op) if moves else None, work, source, **kw)
 
 
 def _move(dst: np.ndarray, src: np.ndarray) -> Any:

@@ -334,23 +334,41 @@ def _from_tuning(path: str | None) -> dict[str, Any]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add ``swing-mpi probe``'s options."""
-    parser.add_argument("--out", default=None,
+    from .cliargs import deprecated
+    from .units import SIZE_HELP
+
+    parser.add_argument("--out", "-o", default=None,
                         help="JSON file to write (default ~/.config/swing_mpi/engine_costs.json)")
     parser.add_argument("--steps", type=int, default=64, help="steps of the long chain (default 64)")
     parser.add_argument("--lanes", type=int, default=4, help="lanes in lockstep for alpha_s (default 4, a 2D torus)")
     parser.add_argument("--repeats", type=int, default=7, help="rounds; each number is their median (default 7)")
     parser.add_argument("--calls", type=int, default=30, help="calls per schedule per round (default 30)")
-    parser.add_argument("--gamma-mib", type=float, default=16, help="vector for the reduction cost (default 16 MiB)")
+    parser.add_argument("--gamma-size", default="16M", metavar="SIZE",
+                        help=f"vector for the reduction cost, in {SIZE_HELP} (default 16M)")
+    deprecated(parser, "--gamma-mib", dest="gamma_size", new="--gamma-size", convert=lambda v: f"{v}M")
     parser.add_argument("--from-tuning", nargs="?", const="", default=None, metavar="FILE",
-                        help="write the file from a calibrate tuning file (default: the one auto reads); no MPI")
+                        help="write the file from a calibrate tuning file (default: the one auto reads; an error "
+                             "if there is none); no MPI")
     parser.add_argument("--dry-run", action="store_true", help="print, do not write")
 
 
 def run(args: argparse.Namespace) -> int:
     """Run ``swing-mpi probe``."""
+    from .cliargs import say
+    from .units import parse_size
+
     out = Path(args.out) if args.out else default_engine_path()
+    try:
+        gamma_bytes = parse_size(args.gamma_size)
+    except ValueError as e:
+        say(f"swing-mpi probe: --gamma-size: {e}")
+        return 2
     if args.from_tuning is not None:
         try:
+            if not args.from_tuning and _builtin_tuning():
+                raise ValueError("no tuning file found: neither $SWING_MPI_TUNING nor the config file names one, "
+                                 "so only the built-in defaults are there (run swing-mpi calibrate first, or "
+                                 "name a file: --from-tuning FILE)")
             data = _from_tuning(args.from_tuning or None)
         except ValueError as e:
             print(f"swing-mpi probe: {e}", file=sys.stderr)
@@ -363,7 +381,7 @@ def run(args: argparse.Namespace) -> int:
         rank = comm.Get_rank()
         try:
             data = probe(comm, steps=args.steps, lanes=args.lanes, repeats=args.repeats, calls=args.calls,
-                         gamma_bytes=int(args.gamma_mib * (1 << 20)))
+                         gamma_bytes=gamma_bytes)
         except ValueError as e:
             if rank == 0:
                 print(f"swing-mpi probe: {e}", file=sys.stderr)
@@ -405,9 +423,19 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _builtin_tuning() -> bool:
+    """Tell whether the tuning ``auto`` reads here is the built-in defaults (no file)."""
+    from .tuning import DEFAULT_TUNING, load_tuning
+
+    return load_tuning(None).source.startswith(DEFAULT_TUNING.source.split(" ")[0])
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run as ``python -m mpi4py -m swing_mpi.probe``."""
-    parser = argparse.ArgumentParser(prog="swing-mpi probe", description=__doc__.splitlines()[0])
+    from .cliargs import Parser
+
+    parser = Parser(prog="swing-mpi probe", description="measure this library's per-step and per-byte costs for "
+                    "the simulator (mpiexec -n 2)")
     add_arguments(parser)
     return run(parser.parse_args(argv))
 

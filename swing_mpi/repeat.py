@@ -202,8 +202,11 @@ def again(r: Repeat, sendbuf: Any, recvbuf: Any) -> bool:
     plan = r.plan()
     if (plan is not None and r.st.alive and recvbuf.size == r.rsize and recvbuf.flags.writeable
             and (r.send is None or sendbuf.dtype is r.sdtype and sendbuf.size == r.ssize)):
-        plan.run(np.frombuffer(recvbuf, np.uint8),
-                 None if r.send is None else np.frombuffer(sendbuf, np.uint8), seq=r.st.next_seq())
+        if plan.fast and recvbuf.flags.c_contiguous and (r.send is None or sendbuf.flags.c_contiguous):
+            plan.run_fast(recvbuf, None if r.send is None else sendbuf, r.st.next_seq())
+        else:
+            plan.run(np.frombuffer(recvbuf, np.uint8),
+                     None if r.send is None else np.frombuffer(sendbuf, np.uint8), seq=r.st.next_seq())
         return True
     return False
 

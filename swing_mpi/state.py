@@ -80,6 +80,9 @@ class CommState:
         self.seq = 0
         """Operations started on this state (the same count on every rank)."""
         self.alive = True
+        self.extra_comms: list[Any] = []
+        """Duplicates of ``comm`` for persistent requests (:func:`swing_mpi.request.persistent_comm`)."""
+        self.persistent_count = 0
 
     @property
     def rank(self) -> int:
@@ -128,6 +131,8 @@ class CommState:
         self.plans.clear()
         self.vectors.clear()
         if self.comm != MPI.COMM_NULL and not MPI.Is_finalized():
+            for c in self.extra_comms:
+                c.Free()
             self.comm.Free()
 
 
@@ -219,6 +224,7 @@ def dims_for(comm: MPI.Comm, dims: Any = None) -> tuple[int, ...]:
         if comm.Get_topology() == MPI.CART:
             return Torus.from_cartcomm(MPI.Cartcomm(comm)).dims
         return (p,)
-    if isinstance(dims, (str, tuple)):
+    if isinstance(dims, str) or (isinstance(dims, tuple) and all(type(d) is int for d in dims)):
+        # the cache matches keys by equality, where (2.0,) == (True, 2) == (2,): only plain ints share it
         return _parse_dims_cached(dims, p)
     return parse_dims(dims, p)

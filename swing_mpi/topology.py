@@ -11,6 +11,7 @@ dimension ``k``, port ``2*k + 1`` goes ``-1``.
 from __future__ import annotations
 
 import math
+import numbers
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -63,6 +64,11 @@ def require_two_nodes(dims: Sequence[int]) -> None:
                          "and takes no time; give at least 2 nodes")
 
 
+def _is_int(x: Any) -> bool:
+    """Return whether ``x`` is an integer (Python's or numpy's): not a bool, not a whole float."""
+    return isinstance(x, numbers.Integral) and not isinstance(x, bool)
+
+
 def parse_dims(spec: Any, p: int | None = None) -> tuple[int, ...]:
     """Turn ``"4x4"``, ``(4, 4)``, ``16`` or ``None`` into a dims tuple.
 
@@ -88,15 +94,16 @@ def parse_dims(spec: Any, p: int | None = None) -> tuple[int, ...]:
                 f"cannot parse dims {spec!r}: expected sides joined by 'x', e.g. '4x4' or '2x2x4'"
             )
         dims = tuple(int(s) for s in text.split("x"))
-    elif isinstance(spec, int) and not isinstance(spec, bool):
-        dims = (spec,)
+    elif _is_int(spec):
+        dims = (int(spec),)
     else:
         try:
-            dims = tuple(int(s) for s in spec)
-        except (TypeError, ValueError):
+            items = list(spec)
+        except TypeError:
             raise ValueError(f"cannot use {spec!r} as torus dims: expected e.g. (4, 4) or '4x4'") from None
-        if any(not float(s).is_integer() for s in spec):
-            raise ValueError(f"torus dims must be whole numbers, got {spec!r}")
+        if not all(_is_int(s) for s in items):
+            raise ValueError(f"torus dims must be integers, e.g. (4, 4) or '4x4', got {spec!r}")
+        dims = tuple(int(s) for s in items)
     if not dims:
         raise ValueError("torus dims must have at least one side")
     if any(d < 1 for d in dims):

@@ -43,7 +43,8 @@ NETWORK_AUTO = "auto"
 """A tuning's network kind when nothing measured it: :func:`network_for` decides per call."""
 
 __all__ = [
-    "Tuning", "TuningError", "DecisionTable", "DEFAULT_TUNING", "TUNING_ENV", "NETWORK_ENV", "TUNING_VERSION",
+    "Tuning", "TuningError", "DecisionTable", "DEFAULT_TUNING", "NATIVE_BELOW_BY_MPI", "native_below", "TUNING_ENV",
+    "NETWORK_ENV", "TUNING_VERSION",
     "load_tuning", "save_tuning", "tuning_from_dict", "tuning_for_comm", "default_tuning_path", "network_override",
     "network_for", "NETWORK_AUTO", "tuning_path",
 ]
@@ -234,6 +235,31 @@ call names a torus of two or more dimensions (dims, a Cartesian communicator,
 ``coords``) and the flat model otherwise (:func:`network_for`), and hands
 vectors below 2 KiB to ``MPI_Allreduce``, where every algorithm is pure
 latency and MPICH's call costs less than ours."""
+
+
+NATIVE_BELOW_BY_MPI = {"mpich": 512, "openmpi": 8192}
+"""The built-in ``native_below_bytes`` by MPI library, for the compiled engine: where ``comm.Allreduce`` of
+MPICH 5.0.2 and Open MPI 5 from PyPI stops beating our schedules at p=2 over shared memory
+(benchmarks/results/engine/: MPICH's own is faster below about 512 B, Open MPI's below 8 KiB).
+Other libraries, and the Python engine, keep :data:`DEFAULT_TUNING`'s."""
+
+
+def native_below(tuning: Tuning) -> int | None:
+    """Return ``tuning.native_below_bytes``; for the built-in defaults, the value of the MPI library in use."""
+    if tuning is not DEFAULT_TUNING:
+        return tuning.native_below_bytes
+    import sys
+
+    mpi = sys.modules.get("mpi4py.MPI")  # never initialise MPI here (the command line's choose has none)
+    if mpi is None or not mpi.Is_initialized():
+        return tuning.native_below_bytes
+    from . import native
+
+    if native.load() is None:
+        return tuning.native_below_bytes
+    lib = mpi.Get_library_version()
+    family = "openmpi" if "Open MPI" in lib else "mpich" if "MPICH" in lib else None
+    return NATIVE_BELOW_BY_MPI.get(family or "", tuning.native_below_bytes)
 
 
 def network_for(tuning: Tuning, dims: Sequence[int]) -> str:

@@ -1,17 +1,25 @@
-"""Sizes in bytes: one parser and one formatter for every command and table.
+"""Quantities with units: one parser and one formatter for every command and table.
 
-Units are binary everywhere: ``K`` = ``KiB`` = 1024 bytes, ``M`` = ``MiB`` =
-2^20, ``G`` = 2^30, ``T`` = 2^40 (a trailing ``B``/``iB`` is optional), as
-in OSU's and nccl-tests' size arguments. So ``4M`` is 4 MiB in ``bench``,
-``model``, ``calibrate`` and ``choose`` alike.
+Sizes in bytes are binary everywhere: ``K`` = ``KiB`` = 1024 bytes, ``M`` =
+``MiB`` = 2^20, ``G`` = 2^30, ``T`` = 2^40 (a trailing ``B``/``iB`` is
+optional), as in OSU's and nccl-tests' size arguments. So ``4M`` is 4 MiB in
+``bench``, ``model``, ``calibrate`` and ``choose`` alike.
+
+Link rates are bits per second with a decimal SI suffix, as network links are
+sold: ``400G`` = 400e9 bit/s, ``40M`` = 40e6 bit/s (:func:`parse_rate`).
+Times take a unit: ``1.5us``, ``2ms``, ``100ns``, ``0.5s`` (:func:`parse_time`).
+A bare number is refused for both, so that ``--link 400`` cannot silently mean
+400 bit/s.
 """
 
 from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 
-__all__ = ["parse_size", "parse_sizes", "format_size", "short_size", "require_finite"]
+__all__ = ["parse_size", "parse_sizes", "format_size", "short_size", "require_finite", "parse_rate", "format_rate",
+           "parse_time", "format_time", "format_dims", "plural", "RATE_HELP", "TIME_HELP", "SIZE_HELP"]
 
 _SUFFIX = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 _SIZE_RE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([kKmMgGtT]?)(?:i?[bB])?\s*")
@@ -96,3 +104,81 @@ def require_finite(flag: str, value: float, *, above: float | None = None, at_le
     if not ok:
         bound = f" > {above:g}" if above is not None else f" >= {at_least:g}" if at_least is not None else ""
         raise ValueError(f"{flag} must be a finite number{bound}, got {value:g}")
+
+
+SIZE_HELP = "bytes; K/M/G are binary (1K = 1024 B, 1M = 1 MiB)"
+RATE_HELP = "bits per second with a decimal suffix: 400G = 400e9 bit/s, 40M = 40e6 bit/s"
+TIME_HELP = "a time with its unit: s, ms, us or ns, e.g. 1.5us"
+
+_NUMBER = r"(\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?)"
+_RATE_RE = re.compile(rf"\s*{_NUMBER}\s*([kKmMgGtT]?)(bps|b/s|bit/s|bits/s|bit|b)?\s*")
+_RATE = {"": 1.0, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
+_TIME_RE = re.compile(rf"\s*{_NUMBER}\s*(s|ms|us|µs|μs|ns)?\s*")
+_TIME = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ns": 1e-9}
+
+
+def parse_rate(text: str, flag: str = "link rate") -> float:
+    """Bits per second from ``"400G"``, ``"40M"``, ``"100Gbps"``, ``"2.5Gbit/s"`` or ``"9600bps"`` (decimal SI).
+
+    A bare number (``"400"``) is refused: write its unit (``400G``, or ``400bps``
+    for bits per second). ``flag`` names the option in the message.
+    """
+    m = _RATE_RE.fullmatch(str(text))
+    if not m:
+        raise ValueError(f"{flag}: cannot parse {text!r}: expected {RATE_HELP}, e.g. 400G or 40M")
+    if not m.group(2) and not m.group(3):
+        n = m.group(1)
+        raise ValueError(f"{flag}: {text!r} has no unit: write {n}G for {n} Gbit/s, {n}M for {n} Mbit/s "
+                         f"or {n}bps for {n} bit/s")
+    v = float(m.group(1)) * _RATE[m.group(2).upper()]
+    if not math.isfinite(v) or v <= 0:
+        raise ValueError(f"{flag} must be > 0, got {text!r}")
+    return v
+
+
+def format_rate(bits_per_s: float) -> str:
+    """Format a rate for people: ``4e11`` → ``"400 Gb/s"``, ``4e7`` → ``"40 Mb/s"``."""
+    for unit, f in (("Tb/s", 1e12), ("Gb/s", 1e9), ("Mb/s", 1e6), ("kb/s", 1e3)):
+        if bits_per_s >= f:
+            return f"{bits_per_s / f:.4g} {unit}"
+    return f"{bits_per_s:.4g} b/s"
+
+
+def parse_time(text: str, flag: str = "time", *, bare: str | None = None) -> float:
+    """Seconds from ``"1.5us"``, ``"2ms"``, ``"100ns"`` or ``"0.5s"`` (``µs`` is ``us`` too).
+
+    A bare number is refused unless ``bare`` names the unit it is read in
+    (e.g. ``bare="s"`` where a bare number has always meant seconds); ``0``
+    needs no unit. The result must be finite and >= 0.
+    """
+    m = _TIME_RE.fullmatch(str(text))
+    if not m:
+        raise ValueError(f"{flag}: cannot parse {text!r}: expected {TIME_HELP}")
+    unit = m.group(2)
+    value = float(m.group(1))
+    if unit is None:
+        if bare is None and value != 0:
+            raise ValueError(f"{flag}: {text!r} has no unit: write s, ms, us or ns, e.g. {m.group(1)}us")
+        unit = bare or "s"
+    v = value * _TIME[unit]
+    if not math.isfinite(v) or v < 0:
+        raise ValueError(f"{flag} must be a finite time >= 0, got {text!r}")
+    return v
+
+
+def format_time(seconds: float) -> str:
+    """Format seconds for people with the unit that fits: ``1.5e-6`` → ``"1.5 us"``, ``0.002`` → ``"2 ms"``."""
+    for unit, f in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if seconds >= f:
+            return f"{seconds / f:.4g} {unit}"
+    return "0 s" if seconds == 0 else f"{seconds / 1e-9:.4g} ns"
+
+
+def format_dims(dims: Sequence[int]) -> str:
+    """Write dims in their one form, in text and JSON: ``(2, 2)`` → ``"2x2"``, ``(16,)`` → ``"16"``."""
+    return "x".join(str(int(d)) for d in dims)
+
+
+def plural(n: int, word: str, words: str | None = None) -> str:
+    """``"1 lane"``, ``"4 lanes"``: ``n`` and ``word`` in the number ``n`` asks for."""
+    return f"{n} {word if n == 1 else (words or word + 's')}"

@@ -13,8 +13,9 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from ..cliargs import Parser, add_collective, deprecated, say, time_option
 from ..schedule import NATIVE
-from ..units import format_size, short_size
+from ..units import RATE_HELP, SIZE_HELP, TIME_HELP, format_size, short_size
 from .measure import collective_function, placed_comm, resolve_dims, run_bench
 from .options import (
     DEFAULT_ITERS,
@@ -34,8 +35,6 @@ from .options import (
 from .plot import plot_results, plot_title
 from .points import DEFAULT_MAX_BYTES
 from .results import (
-    ALLREDUCE,
-    COLLECTIVES,
     MIN_ITERS,
     add_model_times,
     env_header_lines,
@@ -54,12 +53,12 @@ __all__ = [
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the options of ``swing-mpi bench`` (and ``benchmarks/allreduce.py``)."""
     g = parser.add_argument_group("what to measure")
-    g.add_argument("--collective", default=ALLREDUCE, choices=tuple(COLLECTIVES),
-                   help="the collective (default allreduce); the size is always the full vector: the "
-                   "reduce-scatter's input, the all-gather's output")
+    add_collective(g, help="the collective: allreduce (default), reduce_scatter (MPI_Reduce_scatter_block) or "
+                   "allgather; the size is always the full vector: the reduce-scatter's input, the all-gather's "
+                   "output")
     g.add_argument("--sizes", "-m", default=None, metavar="MIN:MAX",
-                   help="message sizes in bytes: MIN:MAX (powers of two between), MIN:MAX:FACTOR, "
-                   f"or a comma list; K/M/G suffixes are binary (default {DEFAULT_SIZES})")
+                   help=f"message sizes in {SIZE_HELP}: MIN:MAX (powers of two between), MIN:MAX:FACTOR, "
+                   f"or a comma list (default {DEFAULT_SIZES})")
     g.add_argument("--algorithms", "-a", default=None, metavar="LIST",
                    help="comma list of algorithms: native, auto, registered names, or all "
                    "(default: native and every registered algorithm for the collective)")
@@ -69,17 +68,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="this rank's torus node (row-major index) is in $VAR: our collectives then run on "
                         "swing_mpi.Intracomm(comm, coords=...) at that place, for ranks not numbered like the wiring "
                         "(in the lab: --node-env SWING_LAB_NODE with lab --placement shuffled)")
-    g.add_argument("--dtype", "-d", default="float64", choices=DTYPES)
+    g.add_argument("--dtype", "-d", default="float64", choices=DTYPES,
+                   help="element type of the vectors (default float64)")
     g.add_argument("--op", "-o", default=None, choices=OPS,
                    help="reduction op (default sum; allgather takes none)")
     g.add_argument("--warmup", "-x", type=int, default=None, help=f"untimed calls per point (default {DEFAULT_WARMUP})")
     g.add_argument("--iters", "-i", type=int, default=None, help=f"timed calls per point (default {DEFAULT_ITERS})")
     g.add_argument("--max-bytes", default=None, metavar="SIZE",
-                   help=f"fewer iterations for large sizes: at most SIZE bytes per point "
+                   help=f"fewer iterations for large sizes: at most SIZE ({SIZE_HELP}) per point "
                    f"(default {short_size(DEFAULT_MAX_BYTES)}; 0: no cap); at least {MIN_ITERS} iterations")
-    g.add_argument("--max-time", type=float, default=None, metavar="SECONDS",
-                   help=f"fewer iterations for slow points: about SECONDS per point, estimated from the "
-                   f"warmup (default {DEFAULT_MAX_TIME:g}; 0: no cap); at least {MIN_ITERS} iterations")
+    g.add_argument("--max-time", type=time_option("--max-time"), default=None, metavar="TIME",
+                   help=f"fewer iterations for slow points: about TIME per point (500ms, 5s; a bare number is "
+                   f"seconds), estimated from the warmup (default {DEFAULT_MAX_TIME:g}s; 0: no cap); at least "
+                   f"{MIN_ITERS} iterations")
     place = g.add_mutually_exclusive_group()
     place.add_argument("--inplace", action="store_true", help="in-place only (MPI.IN_PLACE)")
     place.add_argument("--both", action="store_true", help="out-of-place and in-place")
@@ -117,17 +118,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     o.add_argument("--plot", metavar="FILE.png", help="goodput vs size and time ratio vs native (needs matplotlib)")
     o.add_argument("--bw-unit", choices=("GB", "MB"), default="GB",
                    help="bandwidth unit of the table (default GB: 1e9 B/s)")
-    o.add_argument("--model-link-mbps", type=float, default=None, metavar="R",
-                   help="draw the cost model dashed (swing_mpi.model): link rate R Mbit/s per direction")
-    o.add_argument("--model-alpha-us", type=float, default=None, metavar="A",
-                   help="model latency per step in microseconds (default 0 with --model-link-mbps)")
+    o.add_argument("--model-link", default=None, metavar="RATE",
+                   help=f"draw the cost model dashed (swing_mpi.model) at this link rate per direction, {RATE_HELP}")
+    deprecated(o, "--model-link-mbps", dest="model_link", new="--model-link", convert=lambda v: f"{v}M")
+    o.add_argument("--model-alpha", default=None, metavar="TIME",
+                   help=f"model latency per step, {TIME_HELP} (default 0 with --model-link)")
+    deprecated(o, "--model-alpha-us", dest="model_alpha", new="--model-alpha", convert=lambda v: f"{v}us")
     o.add_argument("--model-congestion", choices=("routed", "distance"), default="routed", help=argparse.SUPPRESS)
     o.add_argument("--quiet", "-q", action="store_true", help="no progress lines on stderr")
 
 
 def build_parser(prog: str = "swing-mpi bench") -> argparse.ArgumentParser:
     """Return the parser of ``swing-mpi bench`` named ``prog``."""
-    p = argparse.ArgumentParser(prog=prog, description=DESCRIPTION)
+    p = Parser(prog=prog, description=DESCRIPTION)
     add_arguments(p)
     return p
 
@@ -140,8 +143,8 @@ def run(args: argparse.Namespace) -> int:
     """Measure, print the table on rank 0 and write the files (``swing-mpi bench``)."""
     try:
         cfg = Config(args)
-    except ValueError as e:
-        _say(f"swing-mpi bench: {e}")
+    except ValueError as e:  # every rank finds it: rank 0 says it
+        say(f"swing-mpi bench: {e}")
         return 2
     from mpi4py import MPI
 

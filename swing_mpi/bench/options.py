@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..schedule import AUTO, NATIVE
-from ..units import parse_size, parse_sizes, require_finite
+from ..units import parse_rate, parse_size, parse_sizes, parse_time
 from .points import DEFAULT_MAX_BYTES, point_sizes
 from .results import ALLREDUCE, COLLECTIVES
 
@@ -34,6 +34,9 @@ STARTS = ("barrier", "sync")
 DTYPES = ("float64", "float32", "int64", "int32", "uint8", "complex128")
 OPS = ("sum", "prod", "max", "min", "band", "bor", "bxor")
 ITEMSIZE = {"float64": 8, "float32": 4, "int64": 8, "int32": 4, "uint8": 1, "complex128": 16}
+
+_MPI_NAME = {"reduce_scatter": "reduce_scatter_block"}
+"""``--collective``'s name -> the collective's name here (MPI's: the reduce-scatter of equal blocks)."""
 
 DESCRIPTION = "swing-mpi bench: our collectives against the MPI library's own, side by side (run under mpiexec)"
 
@@ -81,6 +84,7 @@ class Config:
         """Read ``args`` (from :func:`build_parser`); raise ``ValueError`` for options that do not fit."""
         quick = bool(getattr(args, "quick", False))
         self.collective: str = getattr(args, "collective", None) or ALLREDUCE
+        self.collective = _MPI_NAME.get(self.collective, self.collective)
         if self.collective not in COLLECTIVES:
             raise ValueError(f"unknown collective {self.collective!r}; known: {', '.join(COLLECTIVES)}")
         self.dtype: str = args.dtype
@@ -133,12 +137,12 @@ class Config:
         self.json: str | None = args.json
         self.plot: str | None = args.plot
         self.bw_unit: str = args.bw_unit
-        self.model_rate: float | None = args.model_link_mbps
-        self.model_alpha: float | None = args.model_alpha_us
-        if self.model_rate is not None:
-            require_finite("--model-link-mbps", self.model_rate, above=0)
-        if self.model_alpha is not None:
-            require_finite("--model-alpha-us", self.model_alpha, at_least=0)
+        link = getattr(args, "model_link", None)
+        alpha = getattr(args, "model_alpha", None)
+        self.model_rate: float | None = parse_rate(link, "--model-link") if link is not None else None
+        """Bits per second."""
+        self.model_alpha: float | None = parse_time(alpha, "--model-alpha") if alpha is not None else None
+        """Seconds."""
         self.model_congestion: str = getattr(args, "model_congestion", "routed")
         self.quiet: bool = args.quiet
         if self.dtype == "complex128" and self.op in ("max", "min"):
@@ -150,5 +154,5 @@ class Config:
         """Return the model's keyword arguments (link rate in B/s, α in s, congestion), or ``None``."""
         if self.model_rate is None:
             return None
-        return {"link_bytes_per_s": self.model_rate * 1e6 / 8,
-                "alpha": (self.model_alpha or 0.0) / 1e6, "congestion": self.model_congestion}
+        return {"link_bytes_per_s": self.model_rate / 8,
+                "alpha": self.model_alpha or 0.0, "congestion": self.model_congestion}

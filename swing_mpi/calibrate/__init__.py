@@ -27,12 +27,13 @@ from mpi4py import MPI
 
 from ..bench.measure import library_version
 from ..choose import NATIVE_BELOW_MARGIN
+from ..cliargs import Parser, deprecated, time_option
 from ..model.fit import Fit, nnls
 from ..schedule import ALGORITHMS, NATIVE
 from ..state import dims_for
 from ..topology import parse_dims
 from ..tuning import Tuning, default_tuning_path, network_override, save_tuning, tuning_path
-from ..units import format_size, parse_size, parse_sizes, require_finite
+from ..units import SIZE_HELP, format_size, parse_size, parse_sizes, plural, require_finite
 from .measuring import (
     DEFAULT_DROP,
     DEFAULT_DROP_FROM,
@@ -87,17 +88,18 @@ def calibrate(comm: Any, *, sizes: Sequence[int], dims: tuple[int, ...], iters: 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add calibrate's options to ``parser``."""
     parser.add_argument("--sizes", "-m", default=DEFAULT_SIZES,
-                        help=f"vector bytes: a list, MIN:MAX (powers of two) or MIN:MAX:F (default {DEFAULT_SIZES})")
+                        help=f"vector sizes in {SIZE_HELP}: a list, MIN:MAX (powers of two) or MIN:MAX:F "
+                             f"(default {DEFAULT_SIZES})")
     parser.add_argument("--iters", "-i", type=int, default=DEFAULT_ITERS,
                         help=f"most timed rounds per size ({DEFAULT_ITERS})")
-    parser.add_argument("--point-time", type=float, default=DEFAULT_POINT_TIME,
-                        help=f"seconds of timed calls per size before its rounds stop; at least one round "
-                             f"(default {DEFAULT_POINT_TIME})")
+    parser.add_argument("--point-time", type=time_option("--point-time"), default=DEFAULT_POINT_TIME,
+                        metavar="TIME", help=f"time of timed calls per size before its rounds stop (500ms, 2s; a "
+                        f"bare number is seconds); at least one round (default {DEFAULT_POINT_TIME:g}s)")
     parser.add_argument("--drop", type=float, default=DEFAULT_DROP,
                         help="stop measuring a candidate this many times slower than the fastest at two sizes "
                              f"in a row and falling behind (default {DEFAULT_DROP})")
     parser.add_argument("--drop-from", default=format_size(DEFAULT_DROP_FROM),
-                        help=f"never stop measuring a candidate below this size (default "
+                        help=f"never stop measuring a candidate below this size, in {SIZE_HELP} (default "
                              f"{format_size(DEFAULT_DROP_FROM)})")
     parser.add_argument("--settle", type=int, default=DEFAULT_SETTLE,
                         help=f"from {format_size(SETTLE_FROM)} on, untimed calls of a candidate just before each "
@@ -108,11 +110,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"untimed calls per candidate and size ({DEFAULT_WARMUP})")
     parser.add_argument("--dims", default=None,
                         help="torus dims (default $SWING_MPI_DIMS, the communicator's Cartesian topology, or a ring)")
-    parser.add_argument("--algorithms", "-a", default=None,
-                        help="comma list of our algorithms to measure (default: every one valid on the torus)")
-    parser.add_argument("--output", "-o", default=None,
+    parser.add_argument("--algorithms", "--algorithm", "-a", dest="algorithms", default=None,
+                        help="one or a comma list of our algorithms to measure (default: every one valid on the "
+                             "torus)")
+    parser.add_argument("--out", "-o", default=None,
                         help="tuning file to write (default $SWING_MPI_TUNING if set, else "
                              "~/.config/swing_mpi/tuning.json)")
+    deprecated(parser, "--output", dest="out", new="--out")
     parser.add_argument("--dry-run", action="store_true", help="measure and report; write nothing")
     parser.add_argument("--no-native", action="store_true",
                         help="do not measure MPI_Allreduce; auto never hands vectors to it")
@@ -124,9 +128,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _output_path(args: argparse.Namespace) -> Path:
-    """``--output``, else the file ``auto`` reads (:func:`swing_mpi.tuning.tuning_path`), else the config file."""
-    if args.output:
-        return Path(args.output)
+    """``--out``, else the file ``auto`` reads (:func:`swing_mpi.tuning.tuning_path`), else the config file."""
+    if args.out:
+        return Path(args.out)
     return tuning_path() or default_tuning_path()
 
 
@@ -166,8 +170,8 @@ def run(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
     if not args.quiet:
-        say(comm, f"calibrate: p={p}, dims {'x'.join(map(str, dims))}, {len(sizes)} sizes, up to {args.iters} "
-                   f"rounds or {args.point_time:g} s per size")
+        say(comm, f"calibrate: p={p}, dims {'x'.join(map(str, dims))}, {plural(len(sizes), 'size')}, up to "
+                   f"{plural(args.iters, 'round')} or {args.point_time:g} s per size")
     tuning, f, m = calibrate(comm, sizes=sizes, dims=dims, iters=args.iters, warmup=args.warmup,
                              point_time=args.point_time, drop=args.drop, drop_from=drop_from,
                              native=not args.no_native,
@@ -202,7 +206,7 @@ def run(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Parse ``argv`` and run."""
-    parser = argparse.ArgumentParser(prog="swing-mpi calibrate", description=(__doc__ or "").splitlines()[0])
+    parser = Parser(prog="swing-mpi calibrate", description=(__doc__ or "").splitlines()[0])
     add_arguments(parser)
     return run(parser.parse_args(argv))
 

@@ -16,9 +16,9 @@ import numpy as np
 from ..choose import NATIVE_BELOW_MARGIN, choose
 from ..model.features import NETWORKS
 from ..model.fit import Fit, fit_constants
-from ..schedule import NATIVE
+from ..schedule import ALGORITHMS, NATIVE
 from ..tuning import DecisionTable, Tuning
-from ..units import format_size
+from ..units import format_size, plural
 from .measuring import ITEMSIZE, Measured, Series
 
 __all__ = ["tables_from", "fit", "native_threshold", "report"]
@@ -105,7 +105,8 @@ def report(tuning: Tuning, f: Fit, m: Measured, *, p: int, dims: tuple[int, ...]
     """Return the calibration report: medians, auto / fastest per point, the fit and the decision table."""
     shape = "x".join(map(str, dims))
     model_only = replace(tuning, tables=())
-    lines = [f"# swing-mpi calibrate: p={p}, dims {shape}, {len(m.sizes)} sizes, {len(m.series)} series, "
+    lines = [f"# swing-mpi calibrate: p={p}, dims {shape}, {plural(len(m.sizes), 'size')}, "
+             f"{plural(len(m.series), 'series', 'series')}, "
              f"measured in {m.seconds:.1f} s"]
     has_exact = any(s.exact for s in m.series)
     for exact in ((False, True) if has_exact else (False,)):
@@ -115,13 +116,15 @@ def report(tuning: Tuning, f: Fit, m: Measured, *, p: int, dims: tuple[int, ...]
                       "(max over ranks per call); '-' not measured (clearly beaten at smaller sizes)",
                   "## auto/fastest: pick from the even rounds, timed on the odd rounds (held out); "
                   "model: what the model alone would pick there"]
-        head = f"| {'size':>9} | " + " | ".join(f"{a:>10}" for a in algs) + \
-            f" | {'fastest':<16} | {'auto/fastest':>12} | {'model':<16} | {'model/fastest':>13} |"
+        w = {a: max(10, len(a)) for a in algs}  # every column as wide as its header: the rows line up
+        wn = max([16, *(len(a) for a in algs), *(len(a) for a in ALGORITHMS)])
+        head = f"| {'size':>9} | " + " | ".join(f"{a:>{w[a]}}" for a in algs) + \
+            f" | {'fastest':<{wn}} | {'auto/fastest':>12} | {'model':<{wn}} | {'model/fastest':>13} |"
         lines += [head, "|" + "|".join("-" * (len(c) + 0) for c in head.split("|")[1:-1]) + "|"]
         for i, n in enumerate(m.sizes):
             meds = {a: m.medians[s.name][i] for a, s in by_alg.items()}
             got = {a: t for a, t in meds.items() if t is not None}
-            cells = [f"{got[a] * 1e6:>10.1f}" if a in got else f"{'-':>10}" for a in algs]
+            cells = [f"{got[a] * 1e6:>{w[a]}.1f}" if a in got else f"{'-':>{w[a]}}" for a in algs]
             if not got:
                 continue
             fastest = min(got, key=lambda a: got[a])
@@ -129,7 +132,8 @@ def report(tuning: Tuning, f: Fit, m: Measured, *, p: int, dims: tuple[int, ...]
             mp = choose(p, dims, n // ITEMSIZE, ITEMSIZE, exact=exact, commutative=True, tuning=model_only)
             mr = f"{got[mp] / got[fastest]:>13.2f}" if mp in got else f"{'(not run)':>13}"
             lines.append(f"| {format_size(n):>9} | " + " | ".join(cells)
-                         + f" | {fastest:<16} | {(f'{ho:.2f}' if ho is not None else 'n/a'):>12} | {mp:<16} | {mr} |")
+                         + f" | {fastest:<{wn}} | {(f'{ho:.2f}' if ho is not None else 'n/a'):>12} "
+                         f"| {mp:<{wn}} | {mr} |")
     lines += ["", "# model for calls no table covers: T = per call + K*alpha + n*(moved*beta + reduced*gamma)",
               f"gamma = {f.gamma * 1e9:.4f} ns per reduced byte (reduction kernel, all ranks at once)"]
     for net in NETWORKS:

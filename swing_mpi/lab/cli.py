@@ -18,7 +18,9 @@ import sys
 import time
 from collections.abc import Sequence
 
+from ..cliargs import Parser, deprecated
 from ..topology import Torus
+from ..units import RATE_HELP, format_dims, parse_rate
 from .lab import Lab, parse_placement
 from .plan import (
     DEFAULT_BURST_KIB,
@@ -45,10 +47,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the lab's options (and the trailing ``-- command``) to ``parser``."""
     parser.add_argument("--dims", default="4x4", help="torus sides, e.g. 4x4, 2x2x2, 16 (default 4x4)")
     parser.add_argument(
-        "--rate-mbit", type=float, default=DEFAULT_RATE_MBIT,
-        help=f"rate of every link direction in Mbit/s (default {DEFAULT_RATE_MBIT:g})",
+        "--link", default=f"{DEFAULT_RATE_MBIT:g}M", metavar="RATE",
+        help=f"rate of every link direction, {RATE_HELP} (default {DEFAULT_RATE_MBIT:g}M)",
     )
-    parser.add_argument("--mtu", type=int, default=DEFAULT_MTU, help=f"MTU of every link (default {DEFAULT_MTU})")
+    deprecated(parser, "--rate-mbit", dest="link", new="--link", convert=lambda v: f"{v}M")
+    parser.add_argument("--mtu", type=int, default=DEFAULT_MTU,
+                        help=f"MTU of every link in bytes (default {DEFAULT_MTU})")
     parser.add_argument(
         "--burst-kib", type=int, default=DEFAULT_BURST_KIB, metavar="KIB",
         help=f"token-bucket burst of every port in KiB: what an idle port may send at once beyond the rate "
@@ -63,7 +67,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--queue-ms", type=int, default=DEFAULT_QUEUE_MS, metavar="MS",
-        help=f"depth of every port's queue as the time its bytes take at the rate (default {DEFAULT_QUEUE_MS})",
+        help=f"depth of every port's queue in milliseconds: the time its bytes take at the rate (default "
+             f"{DEFAULT_QUEUE_MS})",
     )
     parser.add_argument(
         "--routers", action="store_true",
@@ -74,7 +79,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--check", action="store_true",
         help="verify routes and link rates before running (alone: build, check, tear down)",
     )
-    parser.add_argument("--check-seconds", type=float, default=1.5, help="length of each rate test (default 1.5)")
+    parser.add_argument("--check-seconds", type=float, default=1.5,
+                        help="length of each rate test in seconds (default 1.5)")
     parser.add_argument("--check-json", metavar="FILE", help="also write the check result as JSON to FILE")
     parser.add_argument(
         "--timeout", type=float, default=600, help="MPIEXEC_TIMEOUT for the command, seconds (default 600)"
@@ -83,7 +89,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--env", "-e", action="append", default=[], metavar="NAME=VALUE",
         help="environment variable for every rank (repeatable), e.g. MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM=ring",
     )
-    parser.add_argument("-n", "--nprocs", type=int, default=None, help="number of ranks (default: the torus size)")
+    parser.add_argument("--ranks", "-n", "--nprocs", dest="nprocs", type=int, default=None,
+                        help="number of ranks (default: the torus size)")
     parser.add_argument(
         "--placement", default=None, metavar="ordered|shuffled[:SEED]|LIST",
         help="which node each rank runs in: ordered (rank r in node r, default), shuffled (a random permutation, "
@@ -103,7 +110,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def build_parser(prog: str = "python -m swing_mpi.lab") -> argparse.ArgumentParser:
     """Return a stand-alone parser with :func:`add_arguments`."""
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog=prog,
         description="Emulated torus lab: one network namespace per node, rate-limited veth links, "
         "minimal dimension-order routes; runs an MPI program with every rank in its node.",
@@ -129,8 +136,9 @@ def run(args: argparse.Namespace) -> int:
         command = command[1:]
     try:
         torus = Torus.from_spec(args.dims)
+        rate_mbit = parse_rate(args.link, "--link") / 1e6
         tcp = choose_tcp_cc(args.tcp_cc, strict=False)  # strictly again before a build
-        plan = make_plan(torus, prefix=args.prefix, rate_mbit=args.rate_mbit, mtu=args.mtu, burst_kib=args.burst_kib,
+        plan = make_plan(torus, prefix=args.prefix, rate_mbit=rate_mbit, mtu=args.mtu, burst_kib=args.burst_kib,
                          tcp_cc=tcp.setting, routers=args.routers, queue_ms=args.queue_ms)
         placement = parse_placement(getattr(args, "placement", None), torus.size)
     except ValueError as e:
@@ -167,7 +175,7 @@ def run(args: argparse.Namespace) -> int:
     if note:
         _say(f"lab: note: {note}")
     try:
-        with Lab(torus, rate_mbit=args.rate_mbit, mtu=args.mtu, prefix=args.prefix, log=_say,
+        with Lab(torus, rate_mbit=rate_mbit, mtu=args.mtu, prefix=args.prefix, log=_say,
                  placement=placement, burst_kib=args.burst_kib, tcp_cc=args.tcp_cc, routers=args.routers,
                  queue_ms=args.queue_ms) as lab:
             if placement is not None:
@@ -179,7 +187,7 @@ def run(args: argparse.Namespace) -> int:
                 _say(res.table())
                 if args.check_json:
                     with open(args.check_json, "w") as f:
-                        json.dump({"dims": str(torus), "rate_mbit": args.rate_mbit, "mtu": args.mtu,
+                        json.dump({"dims": format_dims(torus.dims), "rate_mbit": rate_mbit, "mtu": args.mtu,
                                    "burst_kib": args.burst_kib, "tcp_cc": lab.tcp_cc,
                                    "tcp_cc_note": lab.tcp_choice.note,
                                    "routers": args.routers, "queue_ms": args.queue_ms,

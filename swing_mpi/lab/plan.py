@@ -304,7 +304,7 @@ class LabPlan:
         if self.demand_bytes_per_s <= carried:
             return None
         fits = math.floor(carried / self.link_directions * 8 / 1e6 * 10) / 10  # Mbit/s, rounded down
-        rate = f"--rate-mbit {fits:g} or less" if fits > 0 else "a far lower --rate-mbit"
+        rate = f"--link {fits:g}M or less" if fits > 0 else "a far lower --link"
         return (f"{self.link_directions} link directions at {self.rate_mbit:g} Mbit/s ask "
                 f"{self.demand_bytes_per_s / 1e9:.2f} GB/s of TCP at once, more than {cpus} "
                 f"core{'s' if cpus > 1 else ''} carry (about {CARRIED_BYTES_PER_S_PER_CPU / 1e9:.2f} GB/s each): an "

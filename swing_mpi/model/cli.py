@@ -4,7 +4,7 @@ Examples::
 
     swing-mpi model                                   # 64x64, 400 Gb/s, α = 1.5 µs, all algorithms
     swing-mpi model --dims 16x16x16 -a swing-bw,rabenseifner --json
-    swing-mpi model --dims 4x4 --link-mbps 40 --size 4MiB   # the emulated torus lab
+    swing-mpi model --dims 4x4 --link 40M --size 4MiB   # the emulated torus lab
     swing-mpi model --plot goodput.png --figure1 fig1.png
 """
 
@@ -17,9 +17,10 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from ..cliargs import Parser, add_collective, deprecated, split_names
 from ..schedule import ALGORITHMS
 from ..topology import parse_dims, require_two_nodes
-from ..units import format_size, parse_size, require_finite
+from ..units import RATE_HELP, SIZE_HELP, TIME_HELP, format_size, format_time, parse_rate, parse_size, parse_time
 from .cost import (
     CONGESTION,
     DEFAULT_ALPHA,
@@ -34,28 +35,37 @@ from .routing import SYMMETRIES
 
 __all__ = ["add_arguments", "run", "main"]
 
+DEFAULT_DIMS = "64x64"
+DEFAULT_LINK = "400G"
+DEFAULT_ALPHA_TEXT = f"{DEFAULT_ALPHA * 1e6:g}us"
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Add the ``model`` options to ``parser`` (for the main CLI's subcommand)."""
-    parser.add_argument("--dims", default="64x64", help="torus sides, e.g. 64x64 or 16x16x16 (default 64x64)")
-    parser.add_argument("-a", "--algorithm", action="append", default=None, metavar="NAME[,NAME…]",
-                        help="algorithm(s), repeatable or a comma list (default: every registered one: "
+    parser.add_argument("--dims", default=None, help=f"torus sides, e.g. 64x64 or 16x16x16 (default {DEFAULT_DIMS})")
+    parser.add_argument("-a", "--algorithms", "--algorithm", dest="algorithm", action="append", default=None,
+                        metavar="NAME[,NAME...]",
+                        help="algorithm(s), a comma list or repeated (default: every registered one: "
                              + ", ".join(ALGORITHMS) + ")")
-    rate = parser.add_mutually_exclusive_group()
-    rate.add_argument("--link-gbps", type=float, default=None, help="link rate in Gb/s (default 400)")
-    rate.add_argument("--link-mbps", type=float, default=None, help="link rate in Mb/s (labs: 40)")
-    parser.add_argument("--alpha-us", type=float, default=DEFAULT_ALPHA * 1e6,
-                        help="per-step latency α in µs (default 1.5)")
-    parser.add_argument("--collective", choices=PARTS, default="allreduce",
-                        help="the allreduce, or one of its halves as its own collective (algorithms that have it)")
-    parser.add_argument("--size", default=None, help="predict one vector size, e.g. 4MiB, 32B, 1GiB")
+    parser.add_argument("--link", default=DEFAULT_LINK, metavar="RATE",
+                        help=f"link rate per direction, {RATE_HELP} (default {DEFAULT_LINK}; a lab: 40M)")
+    deprecated(parser, "--link-gbps", dest="link", new="--link", convert=lambda v: f"{v}G")
+    deprecated(parser, "--link-mbps", dest="link", new="--link", convert=lambda v: f"{v}M")
+    parser.add_argument("--alpha", default=DEFAULT_ALPHA_TEXT, metavar="TIME",
+                        help=f"per-step latency alpha, {TIME_HELP} (default {DEFAULT_ALPHA_TEXT})")
+    deprecated(parser, "--alpha-us", dest="alpha", new="--alpha", convert=lambda v: f"{v}us")
+    add_collective(parser, choices=PARTS,
+                   help="the allreduce (default), or one of its halves as its own collective (algorithms that have "
+                        "it)")
+    parser.add_argument("--size", default=None, help=f"predict one vector size in {SIZE_HELP}, e.g. 4M, 32, 1G")
     parser.add_argument("--congestion", choices=CONGESTION, default="routed",
                         help="busiest-link load: routed (every message routed, default) or distance "
                              "(the paper's proxy: peer distance)")
     parser.add_argument("--json", action="store_true", help="one JSON object per algorithm, one per line")
     parser.add_argument("--plot", metavar="FILE.png", default=None, help="goodput against size (needs matplotlib)")
     parser.add_argument("--figure1", metavar="FILE.png", default=None,
-                        help="busiest-link load per step, 16-node ring, Swing vs recursive doubling")
+                        help="busiest-link load per step, 16-node ring, Swing vs recursive doubling (the paper's "
+                             "Figure 1: fixed, whatever --dims and -a say)")
     parser.add_argument("--eq3", action="store_true",
                         help="also print rectangular tori 64x16, 128x8, 256x4 beside the paper's Eq. 3")
     parser.add_argument("--symmetry", choices=SYMMETRIES, default="auto",
@@ -64,21 +74,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 
 def _algorithms(spec: Sequence[str] | None) -> list[str]:
-    if not spec:
-        return list(ALGORITHMS)
-    out: list[str] = []
-    for item in spec:
-        for name in item.split(","):
-            name = name.strip()
-            if name and name not in out:
-                out.append(name)
-    return out
-
-
-def _link_rate(args) -> float:
-    if args.link_mbps is not None:
-        return args.link_mbps * 1e6 / 8
-    return (args.link_gbps if args.link_gbps is not None else 400.0) * 1e9 / 8
+    return split_names(spec) or list(ALGORITHMS)
 
 
 def _rate_text(bps: float) -> str:
@@ -105,18 +101,17 @@ def _jsonable(c: dict) -> dict:
 def run(args: argparse.Namespace) -> int:
     """Run the ``model`` subcommand; returns the exit status."""
     try:
-        dims = parse_dims(args.dims)
+        dims = parse_dims(args.dims or DEFAULT_DIMS)
         size = parse_size(args.size) if args.size is not None else None
         require_two_nodes(dims)
-        for flag, rate in (("--link-gbps", args.link_gbps), ("--link-mbps", args.link_mbps)):
-            if rate is not None:
-                require_finite(flag, rate, above=0)
-        require_finite("--alpha-us", args.alpha_us, at_least=0)
+        rate = parse_rate(args.link, "--link") / 8
+        alpha = parse_time(args.alpha, "--alpha")
     except ValueError as e:
         print(f"swing-mpi model: {e}", file=sys.stderr)
         return 2
-    rate = _link_rate(args)
-    alpha = args.alpha_us * 1e-6
+    if args.figure1 and (args.dims or args.algorithm):
+        print("swing-mpi model: note: --figure1 draws the paper's Figure 1 (a 16-node ring, rabenseifner and "
+              "swing-bw-1port) whatever --dims and -a say; they apply to the table only", file=sys.stderr)
     kw = dict(alpha=alpha, link_bytes_per_s=rate, congestion=args.congestion)
     results: list[ModelResult] = []
     names = _algorithms(args.algorithm)
@@ -153,7 +148,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         peak = D * rate * (1 if args.collective == "allreduce" else 2)
         print(f"model: {args.collective} on a {'x'.join(map(str, dims))} torus, p = {p}, D = {D}; links "
-              f"{_rate_text(rate)} (peak {args.collective} goodput {_rate_text(peak)}); α = {args.alpha_us:g} µs; "
+              f"{_rate_text(rate)} (peak {args.collective} goodput {_rate_text(peak)}); alpha = {format_time(alpha)}; "
               f"time uses {args.congestion} congestion")
         head = f"{'algorithm':<18}{'steps':>7}{'Λ':>9}{'Ψ':>8}{'Ξ dist':>8}{'Ξ routed':>9}{'ceiling':>9}"
         if size is not None:
@@ -227,7 +222,7 @@ def _time_text(t: float) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``swing-mpi model`` with ``argv`` (``python -m swing_mpi.model.cli``)."""
-    parser = argparse.ArgumentParser(prog="swing-mpi model", description=__doc__.split("\n")[0])
+    parser = Parser(prog="swing-mpi model", description=__doc__.split("\n")[0])
     add_arguments(parser)
     try:
         return run(parser.parse_args(argv))

@@ -2,7 +2,7 @@
 
 Examples::
 
-    swing-mpi simulate --dims 64x64 --link 400G --sizes 32,1K,1M,64M --algorithms swing-bw,bucket
+    swing-mpi simulate --dims 64x64 --link 400G --sizes 32,1K,1M,64M -a swing-bw,bucket
     swing-mpi simulate --dims 8x8 --network hyperx --alpha 0 --sizes 256M --json
     swing-mpi simulate --dims 4x4 --link 40M --alpha engine --sizes 1M,4M,16M --csv lab.csv --plot lab.png
     swing-mpi simulate --dims 8x8 --alpha engine --cores 16 --sizes 32,32K,2M,512M --algorithms swing-bw,swing-lat
@@ -15,68 +15,63 @@ import argparse
 import csv
 import json
 import math
-import re
 import sys
 import time
 from typing import Any
 
+from ..cliargs import Parser, add_collective
 from ..schedule import ALGORITHMS
 from ..topology import parse_dims, require_two_nodes
-from ..units import format_size, parse_size, parse_sizes
+from ..units import (
+    RATE_HELP,
+    SIZE_HELP,
+    TIME_HELP,
+    format_rate,
+    format_size,
+    format_time,
+    parse_rate,
+    parse_size,
+    parse_sizes,
+    parse_time,
+)
 from .params import MESSAGE_SIZES
 
 __all__ = ["add_arguments", "run", "main", "parse_rate"]
 
-_RATE_RE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([kKmMgGtT]?)(?:bps|b/s|bit/s)?\s*")
-_RATE = {"": 1.0, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
-
-
-def parse_rate(text: str) -> float:
-    """Bits per second from ``400G``, ``40M``, ``1.5e9`` or ``100Gbps`` (decimal: 1G = 10^9 bit/s)."""
-    m = _RATE_RE.fullmatch(text)
-    if m:
-        v = float(m.group(1)) * _RATE[m.group(2).upper()]
-    else:
-        try:
-            v = float(text)
-        except ValueError:
-            raise ValueError(f"cannot parse link rate {text!r}: expected bits per second with an optional "
-                             "K/M/G suffix (decimal), e.g. 400G, 40M") from None
-    if not math.isfinite(v) or v <= 0:
-        raise ValueError(f"link rate must be > 0, got {text!r}")
-    return v
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Add the ``simulate`` options to ``parser``."""
     parser.add_argument("--dims", default="64x64", help="network sides, e.g. 64x64, 16x16x16, 16 (default 64x64)")
-    parser.add_argument("--link", default="400G", help="link rate in bits per second, K/M/G decimal (default 400G)")
+    parser.add_argument("--link", default="400G", metavar="RATE",
+                        help=f"link rate per direction, {RATE_HELP} (default 400G); a bare number is refused")
     parser.add_argument("--sizes", default="32,1K,1M,64M",
-                        help="vector sizes in bytes, binary units (1K = 1024), a list or MIN:MAX[:FACTOR] "
+                        help=f"vector sizes in {SIZE_HELP}; a comma list or MIN:MAX[:FACTOR] "
                              "(default 32,1K,1M,64M)")
-    parser.add_argument("--algorithms", default="all",
-                        help="comma list of registered algorithms, or all (default): " + ", ".join(ALGORITHMS))
+    parser.add_argument("-a", "--algorithms", "--algorithm", dest="algorithms", default="all", metavar="LIST",
+                        help="one algorithm or a comma list of registered ones, or all (default): "
+                             + ", ".join(ALGORITHMS))
     parser.add_argument("--network", choices=("torus", "hyperx", "fattree"), default="torus",
                         help="torus (default), hyperx (each node linked to its whole row and column) or "
                              "fattree (non-blocking)")
-    parser.add_argument("--alpha", default="c",
-                        help="software cost per step: c (1.5 µs, default), engine (this library's, measured "
-                             "by swing-mpi probe, as its engine runs: lanes in lockstep, reductions on --cores "
-                             "threads overlapping the wire segment by segment) or seconds")
-    parser.add_argument("--gamma", default=None,
-                        help="reduction cost in seconds per byte reduced, or c: a C MPI's (numpy's add on one "
-                             "thread, from the engine's costs file) (default: the --alpha preset's; 0 for c and "
-                             "for seconds)")
-    parser.add_argument("--cores", type=int, default=1,
+    parser.add_argument("--alpha", default="c", metavar="c|engine|TIME",
+                        help="software cost per step: c (1.5us, default), engine (this library's, measured "
+                             "by swing-mpi probe, modelled as its engine runs: lanes in lockstep, reductions on "
+                             f"--cores threads overlapping the wire segment by segment) or {TIME_HELP}; a bare "
+                             "number other than 0 is refused")
+    parser.add_argument("--gamma", default=None, metavar="S_PER_BYTE|c",
+                        help="reduction cost in seconds per byte reduced, a bare number, e.g. 2.5e-10, or c: a C "
+                             "MPI's (numpy's add on one thread, from the engine's costs file) (default: the "
+                             "--alpha preset's; 0 for c and for a time)")
+    parser.add_argument("--cores", type=int, default=1, metavar="N",
                         help="with --alpha engine: the cores of a node running one rank, all of them reduction "
                              "threads (default 1: no threads, no overlap)")
-    parser.add_argument("--segment", default=None,
-                        help="with --alpha engine: bytes of a segment (binary units, e.g. 1M; 0: whole steps, no "
-                             "overlap) instead of the costs file's")
-    parser.add_argument("--latency", type=float, default=100e-9, help="seconds per link (default 100e-9)")
-    parser.add_argument("--hop", type=float, default=300e-9, help="seconds per router hop (default 300e-9)")
-    parser.add_argument("--collective", choices=("allreduce", "reduce_scatter", "allgather"), default="allreduce",
-                        help="the allreduce (default) or one of its halves (algorithms that have them)")
+    parser.add_argument("--segment", default=None, metavar="SIZE",
+                        help=f"with --alpha engine: a segment's size in {SIZE_HELP} (0: whole steps, no overlap), "
+                             "instead of the costs file's")
+    parser.add_argument("--latency", default="100ns", metavar="TIME",
+                        help=f"latency of every link, {TIME_HELP} (default 100ns; a bare number is seconds)")
+    parser.add_argument("--hop", default="300ns", metavar="TIME",
+                        help=f"latency of every router hop, {TIME_HELP} (default 300ns; a bare number is seconds)")
+    add_collective(parser, help="the allreduce (default) or one of its halves (algorithms that have them)")
     parser.add_argument("--message-sizes", choices=MESSAGE_SIZES, default="auto",
                         help="exact: every rank's schedule built for the vector's own count; scaled: the build "
                              "count's, scaled (fast, within 0.4 %% of exact where measured); auto (default): exact "
@@ -90,8 +85,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
 def _params(args: argparse.Namespace) -> Any:
     from .params import SimParams
 
-    link = parse_rate(args.link)
-    kw: dict[str, Any] = dict(link_bps=link, latency_s=args.latency, hop_s=args.hop, network=args.network)
+    link = parse_rate(args.link, "--link")
+    kw: dict[str, Any] = dict(link_bps=link, latency_s=parse_time(args.latency, "--latency", bare="s"),
+                              hop_s=parse_time(args.hop, "--hop", bare="s"), network=args.network)
     cores = getattr(args, "cores", 1)
     if cores < 1:
         raise ValueError(f"--cores must be at least 1, got {cores}")
@@ -101,9 +97,9 @@ def _params(args: argparse.Namespace) -> Any:
         p = SimParams.preset(args.alpha, cores=cores, **kw)
     else:
         try:
-            alpha = float(args.alpha)
-        except ValueError:
-            raise ValueError(f"--alpha must be c, engine or seconds, got {args.alpha!r}") from None
+            alpha = parse_time(args.alpha, "--alpha")
+        except ValueError as e:
+            raise ValueError(f"{e} (or c, engine)") from None
         p = SimParams(alpha_s=alpha, gamma_s_per_byte=0.0, **kw)
     from dataclasses import replace
 
@@ -259,7 +255,8 @@ def run(args: argparse.Namespace) -> int:
         results.extend(rows)
         if rows and not args.json:
             print(f"\n== {format_size(n)} {args.collective} on {params.network} {'x'.join(map(str, dims))}, "
-                  f"{params.link_bps / 1e9:g} Gb/s, α {params.alpha_s * 1e6:g} µs, γ {params.gamma_s_per_byte:g} s/B"
+                  f"{format_rate(params.link_bps)}, alpha {format_time(params.alpha_s)}, "
+                  f"gamma {params.gamma_s_per_byte:g} s/B"
                   + (f", {params.threads} threads, segments {format_size(params.segment_bytes)}"
                      if params.threads > 1 else "") + f", lanes: {params.cpu}")
             print(_table(rows), flush=True)
@@ -286,7 +283,7 @@ def run(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Run as a script."""
-    parser = argparse.ArgumentParser(prog="swing-mpi simulate", description=__doc__.splitlines()[0])
+    parser = Parser(prog="swing-mpi simulate", description=__doc__.splitlines()[0])
     add_arguments(parser)
     return run(parser.parse_args(argv))
 

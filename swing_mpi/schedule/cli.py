@@ -14,7 +14,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..blocks import split, split_range
+from ..cliargs import deprecated
 from ..topology import Torus
+from ..units import format_dims, plural
 from . import ALGORITHMS, build_schedule
 from .base import Range
 
@@ -23,12 +25,16 @@ __all__ = ["add_arguments", "run"]
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the ``schedule`` options to ``parser``."""
-    parser.add_argument("--dims", default=None, help="torus dims, e.g. 4x4 (default: a ring of --size)")
-    parser.add_argument("--size", "-p", type=int, default=None, help="number of ranks (with no --dims)")
-    parser.add_argument("--rank", "-r", type=int, default=0)
-    parser.add_argument("--algorithm", "-a", default="swing-bw", choices=sorted(ALGORITHMS))
+    parser.add_argument("--dims", default=None, help="torus dims, e.g. 4x4 (default: a ring of --ranks)")
+    parser.add_argument("--ranks", "-p", type=int, default=None, metavar="P",
+                        help="number of ranks: a ring of P (with no --dims), or a check of --dims")
+    deprecated(parser, "--size", dest="ranks", new="--ranks", convert=int, example=lambda v: f"--ranks {v} (or -p {v})")
+    parser.add_argument("--rank", "-r", type=int, default=0, help="the rank whose schedule to print (default 0)")
+    parser.add_argument("--algorithms", "--algorithm", "-a", dest="algorithm", default="swing-bw",
+                        choices=sorted(ALGORITHMS), metavar="NAME",
+                        help="the algorithm (one; default swing-bw): " + ", ".join(sorted(ALGORITHMS)))
     parser.add_argument("--count", "-c", type=int, default=None,
-                        help="vector elements (default: 2D·p, one element per block)")
+                        help="vector elements (default: 2D*p, one element per block)")
     parser.add_argument("--inexact", action="store_true",
                         help="schedule for floating-point SUM (swing-lat's contributions form)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -39,17 +45,28 @@ def _block_ids(ranges: Sequence[Range], blocks: Sequence[Range]) -> list[int]:
     return [i for i, (a, b) in enumerate(blocks) if b > a and any(x < b and a < y for x, y in ranges)]
 
 
+def _jsonable(value: Any) -> Any:
+    """Return a schedule's meta value as JSON: tuples and lists as lists, numbers and strings as they are, else text."""
+    if isinstance(value, (tuple, list)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return str(value)
+
+
 def _fmt_blocks(ids: list[int]) -> str:
     return "{" + ",".join(map(str, ids)) + "}" if ids else "-"
 
 
 def run(args: argparse.Namespace) -> int:
     """Print the schedule ``args`` name; return the exit status (2 for bad input)."""
-    if args.dims is None and args.size is None:
-        print("swing-mpi schedule: give --dims (e.g. 4x4) or --size", file=sys.stderr)
+    if args.dims is None and args.ranks is None:
+        print("swing-mpi schedule: give --dims (e.g. 4x4) or --ranks (-p)", file=sys.stderr)
         return 2
     try:
-        torus = Torus.from_spec(args.dims, args.size) if args.dims else Torus((args.size,))
+        torus = Torus.from_spec(args.dims, args.ranks) if args.dims else Torus((args.ranks,))
         if not 0 <= args.rank < torus.size:
             raise ValueError(f"--rank {args.rank} is outside 0..{torus.size - 1}")
         count = args.count if args.count is not None else 2 * torus.ndims * torus.size
@@ -80,13 +97,13 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({
             "algorithm": s.algorithm, "summary": ALGORITHMS[s.algorithm].summary,
-            "dims": list(s.dims), "rank": s.rank, "coords": list(torus.coords(s.rank)),
-            "size": s.size, "count": s.count, "steps": s.nsteps, "lanes": list(s.lane_names),
-            "slots": s.slots, "meta": {k: str(v) for k, v in s.meta.items()}, "transfers": rows,
+            "dims": format_dims(s.dims), "rank": s.rank, "coords": list(torus.coords(s.rank)),
+            "p": s.size, "size": s.size, "count": s.count, "steps": s.nsteps, "lanes": list(s.lane_names),
+            "slots": s.slots, "meta": {k: _jsonable(v) for k, v in s.meta.items()}, "transfers": rows,
         }, indent=1))
         return 0
     print(f"# {s.algorithm} on {torus} torus, rank {s.rank} {torus.coords(s.rank)}, count {s.count}, "
-          f"{s.nsteps} steps, {len(s.lanes)} lanes; sent {s.sent_elements()} elements")
+          f"{plural(s.nsteps, 'step')}, {plural(len(s.lanes), 'lane')}; sent {s.sent_elements()} elements")
     print(f"# {ALGORITHMS[s.algorithm].summary}")
     for k, v in s.meta.items():
         print(f"# {k}: {v}")

@@ -34,7 +34,7 @@ def test_calibrate_writes_a_decision_table_that_auto_uses(mpi_tmp_path, capsys, 
     comm = MPI.COMM_WORLD
     p = comm.Get_size()
     out = mpi_tmp_path / "tuning.json"
-    rc = calibrate.main(["--sizes", "8,4K", "--iters", "2", "--warmup", "0", "--quiet", "--output", str(out)])
+    rc = calibrate.main(["--sizes", "8,4K", "--iters", "2", "--warmup", "0", "--quiet", "--out", str(out)])
     printed = capsys.readouterr().out
     assert rc == 0
     comm.Barrier()
@@ -87,7 +87,7 @@ def test_dry_run_writes_nothing(mpi_tmp_path, capsys):
     comm = MPI.COMM_WORLD
     out = mpi_tmp_path / "dry.json"
     rc = calibrate.main(["--sizes", "8", "--iters", "1", "--warmup", "0", "--quiet", "--no-native", "--no-exact",
-                         "--algorithms", "ring,recdoub", "--dry-run", "--output", str(out)])
+                         "--algorithms", "ring,recdoub", "--dry-run", "--out", str(out)])
     printed = capsys.readouterr().out
     assert rc == 0
     comm.Barrier()
@@ -104,9 +104,12 @@ def test_bad_arguments_fail_on_every_rank(capsys, monkeypatch):
 
     assert calibrate.main(["--sizes", "8", "--algorithms", "nope"]) == 2
     assert calibrate.main(["--sizes", "8", "--settle", "-1"]) == 2
-    for bad in (["--point-time", "nan"], ["--point-time", "0"], ["--drop", "nan"], ["--drop", "inf"],
-                ["--warmup", "-1"]):
+    for bad in (["--point-time", "0"], ["--drop", "nan"], ["--drop", "inf"], ["--warmup", "-1"]):
         assert calibrate.main(["--sizes", "8", *bad]) == 2, bad
+    for bad in (["--point-time", "nan"], ["--point-time", "1 parsec"]):  # refused by the parser, on every rank
+        with pytest.raises(SystemExit) as e:
+            calibrate.main(["--sizes", "8", *bad])
+        assert e.value.code == 2, bad
     monkeypatch.setenv("SWING_MPI_NETWORK", "hypercube")
     config.rc.reload()
     assert calibrate.main(["--sizes", "8"]) == 2

@@ -344,7 +344,7 @@ def test_bad_input_is_refused_before_any_data_moves():
         swing_mpi.reduce_scatter_block(WORLD, x, y, MPI.BAND, algorithm="swing-bw")
     with pytest.raises(ValueError, match="overlap"):
         swing_mpi.allgather(WORLD, x[:2], x)
-    with pytest.raises(ValueError, match="does not match"):
+    with pytest.raises(ValueError, match="mismatch in send and receive MPI datatypes: sendbuf MPI_FLOAT"):
         swing_mpi.allgather(WORLD, np.ones(2, np.float32), np.empty(2 * P))
     with pytest.raises(ValueError, match="has no reduce_scatter"):
         swing_mpi.reduce_scatter_block(WORLD, x, y, algorithm="swing-lat")
@@ -355,6 +355,49 @@ def test_bad_input_is_refused_before_any_data_moves():
     out = np.empty(2)
     swing_mpi.reduce_scatter_block(WORLD, x, out, algorithm="swing-bw")
     assert np.array_equal(out, np.full(2, float(P)))
+
+
+def test_intracomm_refuses_dims_when_it_is_built():
+    held = f"torus dims {P + 1}x3 hold {3 * (P + 1)} ranks, but the communicator has {P}"
+    with pytest.raises(ValueError, match=held):
+        swing_mpi.Intracomm(WORLD, dims=(P + 1, 3))  # not at the first call
+    with pytest.raises(ValueError, match="hold"):
+        swing_mpi.Intracomm(WORLD, dims=f"{P}x2")
+    for dims in ((float(P),), (float(P), 1.0), (str(P),), (True,) * P if P == 1 else (True, P)):
+        with pytest.raises(ValueError, match="torus dims must be integers"):
+            swing_mpi.Intracomm(WORLD, dims=dims)
+        with pytest.raises(ValueError, match="torus dims must be integers"):
+            swing_mpi.allreduce(WORLD, np.ones(2), np.empty(2), dims=dims)
+    with pytest.raises(ValueError, match="torus dims must be integers"):
+        swing_mpi.Intracomm(dims=(2.0, 2.0))  # no communicator: the form alone
+    assert swing_mpi.Intracomm(WORLD, dims=(np.int64(P),))._swing_dims == (np.int64(P),)
+    comm = swing_mpi.Intracomm(WORLD, dims=f"{P}", algorithm="ring")
+    y = np.empty(3)
+    comm.Allreduce(np.full(3, float(R)), y)
+    assert np.array_equal(y, np.full(3, P * (P - 1) / 2))
+    assert swing_mpi.Intracomm(WORLD, dims="1d")  # resolved against the communicator
+
+
+def test_datatype_mismatches_are_named_as_mpi4py_names_them():
+    x = np.ones(4, np.int32)
+    for ours, theirs in ((lambda: swing_mpi.allreduce(WORLD, memoryview(x), bytearray(16), algorithm="swing-bw"),
+                          lambda: WORLD.Allreduce(memoryview(x), bytearray(16))),
+                         (lambda: swing_mpi.allreduce(WORLD, np.ones(2), np.empty(2, np.float32)),
+                          lambda: WORLD.Allreduce(np.ones(2), np.empty(2, np.float32))),
+                         (lambda: swing_mpi.reduce_scatter_block(WORLD, np.ones(P, np.int32), bytearray(4)),
+                          lambda: WORLD.Reduce_scatter_block(np.ones(P, np.int32), bytearray(4))),
+                         (lambda: swing_mpi.reduce_scatter(WORLD, np.ones(P), np.empty(1, np.int64), [1] * P),
+                          lambda: WORLD.Reduce_scatter(np.ones(P), np.empty(1, np.int64), [1] * P))):
+        with pytest.raises(ValueError) as mine:
+            ours()
+        with pytest.raises(ValueError) as mpi4py:
+            theirs()
+        assert str(mine.value).startswith(str(mpi4py.value)), (mine.value, mpi4py.value)
+        assert str(mine.value).startswith("mismatch in send and receive MPI datatypes: sendbuf MPI_")
+    with pytest.raises(ValueError, match="mismatch in send and receive MPI datatypes: sendbuf MPI_INT, recvbuf"):
+        swing_mpi.Intracomm(WORLD).Iallreduce(memoryview(x), bytearray(16)).Wait()
+    with pytest.raises(ValueError, match="mismatch in send and receive MPI datatypes"):  # counts gathered first
+        swing_mpi.reduce_scatter(WORLD, np.ones(P), np.empty(1, np.int64))
 
 
 def test_blocks_of_every_size_math():

@@ -156,3 +156,29 @@ def test_trace_of_a_segmented_step(monkeypatch):
     assert len(arrivals) == 16  # 8 receives and 8 sends
     assert all(s >= a for s, a in zip(sorted(starts), sorted(arrivals))), events
     assert all(b >= a for a, b in zip(sorted(starts), sorted(ends)))
+
+
+@pytest.mark.skipif(P != 2, reason="the story of one short rank is told for 2 ranks")
+def test_an_unchecked_count_mismatch_names_itself(monkeypatch):
+    """Rank 0 expects 1000 elements, rank 1 sends 3000: rank 0's error says where and what to try."""
+    import swing_mpi
+    from swing_mpi import CollectiveError
+
+    monkeypatch.setattr(rc, "timeout", 20.0)
+    comm = WORLD.Dup()
+    n = 1000 if R == 0 else 3000
+    x, y = np.ones(n), np.empty(n)
+    message = None
+    try:
+        swing_mpi.allreduce(comm, x, y, MPI.SUM, algorithm="recdoub")
+    except CollectiveError as e:
+        message = str(e)
+        assert isinstance(e, MPI.Exception) and e.Get_error_code() != MPI.SUCCESS
+    if R == 0:
+        assert message is not None, "the short rank did not raise"
+        parts = ["allreduce (recdoub, 1000 elements", "SWING_MPI_CHECK=1", "step 0"]
+        if CORE:  # the compiled core knows which message failed; the Python engine only which step
+            parts.append("receiving from rank 1")
+        for part in parts:
+            assert part in message, message
+    WORLD.Barrier()

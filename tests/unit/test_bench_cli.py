@@ -280,11 +280,13 @@ def test_defaults_and_quick():
 def test_options():
     c = Config(_parse("-m", "8:16M", "-a", "native,swing-bw,auto", "--dims", "4x4", "-i", "7", "-x", "1",
                       "--both", "--label", "mpich-ring", "--max-bytes", "64M", "--max-time", "0",
-                      "--model-link-mbps", "40", "--model-alpha-us", "100", "--dtype", "int32", "--op", "max"))
+                      "--model-link", "40M", "--model-alpha", "100us", "--dtype", "int32", "--op", "max"))
     assert c.algorithms == ["native", "swing-bw", "auto"] and c.dims == "4x4"
     assert (c.iters, c.warmup, c.max_bytes, c.max_time) == (7, 1, 64 << 20, 0)
     assert c.places == ["out", "in"] and c.label == "mpich-ring"
-    assert c.model_params() == {"link_bytes_per_s": 5e6, "alpha": 1e-4, "congestion": "routed"}
+    assert c.model_params() == {"link_bytes_per_s": 5e6, "alpha": pytest.approx(1e-4), "congestion": "routed"}
+    old = Config(_parse("--model-link-mbps", "40", "--model-alpha-us", "100"))  # the old spellings, one more release
+    assert old.model_params() == c.model_params()
     assert Config(_parse("--inplace")).places == ["in"]
     assert Config(_parse()).model_params() is None
     with pytest.raises(SystemExit):
@@ -293,10 +295,13 @@ def test_options():
         Config(_parse("--op", "bxor"))  # bitwise op on float64
     with pytest.raises(ValueError):
         Config(_parse("--iters", "0"))
-    for bad in (("--model-link-mbps", "0"), ("--model-link-mbps", "-3"), ("--model-link-mbps", "nan"),
-                ("--model-link-mbps", "40", "--model-alpha-us", "-1"),
-                ("--model-link-mbps", "40", "--model-alpha-us", "inf")):
-        with pytest.raises(ValueError, match="must be a finite number"):
+    for bad, flag in ((("--model-link", "0G"), "--model-link"), (("--model-link=-3M",), "--model-link"),
+                      (("--model-link", "nan"), "--model-link"), (("--model-link", "40"), "--model-link"),
+                      (("--model-link-mbps", "0"), "--model-link"),
+                      (("--model-link", "40M", "--model-alpha=-1us"), "--model-alpha"),
+                      (("--model-link", "40M", "--model-alpha", "inf"), "--model-alpha"),
+                      (("--model-link", "40M", "--model-alpha", "100"), "--model-alpha")):
+        with pytest.raises(ValueError, match=flag):
             Config(_parse(*bad))
     assert Config(_parse()).batch == 1 and Config(_parse("--batch", "4")).batch == 4
     with pytest.raises(ValueError, match="--batch must be >= 1"):
@@ -519,8 +524,9 @@ def test_entry_points_take_the_same_options(entry):
     r = _run_python(*entry, "--help")
     assert r.returncode == 0, r.stderr
     for opt in ("--collective", "--sizes", "--algorithms", "--dims", "--both", "--blocked", "--batch", "--csv",
-                "--json", "--plot", "--model-link-mbps", "--label", "--quick"):
+                "--json", "--plot", "--model-link", "--model-alpha", "--label", "--quick"):
         assert opt in r.stdout, (entry, opt)
+    assert "--model-link-mbps" not in r.stdout  # deprecated spellings work but are not advertised
     # a bad option value is a clear error before any MPI work
     r = _run_python(*entry, "--collective", "allgather", "--op", "max")
     assert r.returncode == 2 and "allgather takes no reduction op" in r.stderr
@@ -540,14 +546,15 @@ def test_collectives_and_their_busbw():
 def test_collective_option():
     c = Config(_parse())
     assert c.collective == "allreduce" and c.op == "sum"
-    rs = Config(_parse("--collective", "reduce_scatter_block", "--op", "max", "--dtype", "int32"))
-    assert rs.collective == "reduce_scatter_block" and rs.op == "max"
+    rs = Config(_parse("--collective", "reduce_scatter", "--op", "max", "--dtype", "int32"))
+    assert rs.collective == "reduce_scatter_block" and rs.op == "max"  # MPI_Reduce_scatter_block, measured
+    assert Config(_parse("--collective", "reduce_scatter_block")).collective == "reduce_scatter_block"  # MPI's name
     ag = Config(_parse("--collective", "allgather", "--dtype", "uint8"))
     assert ag.op == "none"
     with pytest.raises(ValueError, match="allgather takes no reduction op"):
         Config(_parse("--collective", "allgather", "--op", "sum"))
     with pytest.raises(SystemExit):
-        _parse("--collective", "reduce_scatter")  # only the block form
+        _parse("--collective", "reduce-scatter")
     with pytest.raises(ValueError):
         Config(_parse("--collective", "reduce_scatter_block", "--op", "band"))  # bitwise op on float64
 
@@ -669,7 +676,7 @@ def test_sweep_dry_run_in_a_lab_names_the_labs_settings(tmp_path):
     rc = sw.main(["--dims", "2x2", "--sizes", "1K", "--lab", "--burst-kib", "128", "--out", str(tmp_path), "--dry-run"])
     assert rc == 0
     text = (tmp_path / "commands.txt").read_text()
-    assert "burst 128 KiB" in text and "-m swing_mpi lab --dims 2x2 --rate-mbit 40 --mtu 65000 --burst-kib 128 " in text
+    assert "burst 128 KiB" in text and "-m swing_mpi lab --dims 2x2 --link 40M --mtu 65000 --burst-kib 128 " in text
     other = tmp_path / "bad"
     bad = ["--dims", "2x2", "--sizes", "1K", "--lab", "--burst-kib", "16", "--out", str(other), "--dry-run"]
     assert sw.main(bad) == 2  # 16 KiB is less than the MTU: refused before anything is written

@@ -211,14 +211,14 @@ def test_cpu_note_when_all_links_at_once_ask_more_than_the_cores_carry(capsys, m
     cube = make_plan("4x4x4")  # 192 links, 384 directions at 5 MB/s
     assert cube.link_directions == 384 and cube.demand_bytes_per_s == pytest.approx(1.92e9)
     note = cube.cpu_note(2)
-    assert note and "384 link directions at 40 Mbit/s ask 1.92 GB/s" in note and "--rate-mbit 27 " in note
+    assert note and "384 link directions at 40 Mbit/s ask 1.92 GB/s" in note and "--link 27M " in note
     assert cube.cpu_note(4) is None  # four cores carry it
     assert make_plan("4x4x4", rate_mbit=20).cpu_note(2) is None
     assert make_plan("4x4").cpu_note(1) is None and make_plan("8x8").cpu_note(2) is None
     assert make_plan("2x2").link_directions == 8  # a side of 2: one pair per neighbour, two directions
     # just over the line on one core: the suggested rate brings it back under
     tight = make_plan("16", rate_mbit=CARRIED_BYTES_PER_S_PER_CPU / 32 * 8 / 1e6 * 1.01)
-    suggested = float(tight.cpu_note(1).split("--rate-mbit ")[1].split()[0])
+    suggested = float(tight.cpu_note(1).split("--link ")[1].split()[0].removesuffix("M"))
     assert make_plan("16", rate_mbit=suggested).cpu_note(1) is None
     with pytest.raises(ValueError, match="cpus"):
         cube.cpu_note(0)
@@ -226,7 +226,7 @@ def test_cpu_note_when_all_links_at_once_ask_more_than_the_cores_carry(capsys, m
     monkeypatch.setattr(cli, "usable_cpus", lambda: 2)
     assert cli.main(["--dims", "4x4x4", "--plan"]) == 0
     assert "# note: 384 link directions" in capsys.readouterr().out
-    assert cli.main(["--dims", "4x4x4", "--rate-mbit", "20", "--plan"]) == 0
+    assert cli.main(["--dims", "4x4x4", "--link", "20M", "--plan"]) == 0
     assert "note" not in capsys.readouterr().out
 
 

@@ -385,7 +385,7 @@ def _cli(argv, capsys):
 
 
 def test_cli_json(capsys):
-    rc, out = _cli(["--dims", "4x4", "--link-mbps", "40", "-a", "swing-bw,swing-lat", "--size", "4MiB",
+    rc, out = _cli(["--dims", "4x4", "--link", "40M", "-a", "swing-bw,swing-lat", "--size", "4MiB",
                     "--json"], capsys)
     assert rc == 0
     objs = [json.loads(line) for line in out.out.splitlines()]
@@ -402,10 +402,11 @@ def test_cli_table_and_errors(capsys):
     assert rc == 2 and "unknown algorithm" in out.err
     rc, out = _cli(["--dims", "8y8"], capsys)
     assert rc == 2
-    for bad in (["--link-gbps", "0"], ["--link-mbps", "-1"], ["--link-gbps", "inf"], ["--alpha-us", "nan"],
-                ["--alpha-us", "-5"]):
+    for bad in (["--link", "0G"], ["--link=-1M"], ["--link", "inf"], ["--link", "400"], ["--alpha", "nan"],
+                ["--alpha=-5us"], ["--alpha", "1.5"], ["--link-gbps", "0"], ["--alpha-us", "nan"]):
         rc, out = _cli(["--dims", "4x4", "--size", "4MiB", "--json", *bad], capsys)
-        assert rc == 2 and "must be a finite number" in out.err, (bad, out)
+        flag = "--link" if "link" in bad[0] else "--alpha"
+        assert rc == 2 and f"swing-mpi model: {flag}" in out.err, (bad, out)
     rc, out = _cli(["--dims", "4x4", "--size", "4MiB", "-a", "swing-bw"], capsys)
     assert rc == 0 and "at at" not in out.out and "not among the algorithms modelled" in out.out
     rc, out = _cli(["--dims", "4x4", "--size", "4MiB"], capsys)
@@ -431,8 +432,9 @@ def test_cli_plots(tmp_path, capsys):
     assert rc == 0 and path.stat().st_size > 0
     if "rabenseifner" in ALGORITHMS:
         fig = tmp_path / "f1.png"
-        rc, _ = _cli(["--dims", "4x4", "-a", "swing-bw", "--figure1", str(fig)], capsys)
+        rc, out = _cli(["--dims", "4x4", "-a", "swing-bw", "--figure1", str(fig)], capsys)
         assert rc == 0 and fig.stat().st_size > 0
+        assert "--figure1 draws the paper's Figure 1" in out.err  # --dims and -a do not change it: said so
 
 
 @pytest.mark.parametrize("dims", [(4, 4), (3, 4), (8,)])

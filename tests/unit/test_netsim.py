@@ -239,7 +239,7 @@ def test_parse_rate_and_presets(tmp_path, monkeypatch):
     from swing_mpi.netsim import PRESETS, PresetError
     from swing_mpi.netsim.cli import parse_rate
 
-    assert parse_rate("400G") == 400e9 and parse_rate("40M") == 40e6 and parse_rate("1.5e9") == 1.5e9
+    assert parse_rate("400G") == 400e9 and parse_rate("40M") == 40e6 and parse_rate("1.5e9bps") == 1.5e9
     assert PRESETS["c"] == (1.5e-6, 0.0)
     monkeypatch.setattr(rc, "engine_costs", str(tmp_path / "none.json"))  # $SWING_MPI_ENGINE_COSTS
     with pytest.raises(PresetError, match="cannot read engine costs"):  # a file named but missing

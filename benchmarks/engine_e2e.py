@@ -1,0 +1,106 @@
+"""End to end, side by side: our allreduce against the MPI library's own, first call and steady state.
+
+Run under mpiexec (2 ranks for the engine's targets)::
+
+    mpiexec -n 2 python -m mpi4py benchmarks/engine_e2e.py --out e2e.json
+
+For each size, each round times every algorithm in turn (a random order per round, the same on
+every rank): ``--batch`` back-to-back calls from one barrier, the time per call being the slowest
+rank's. A number is the median over ``--rounds`` rounds; ``native`` is ``comm.Allreduce``.
+``first`` is each algorithm's first call on a fresh communicator (``comm.Dup()``), which pays for
+what a user's first call pays: its plan, the compiled core's loading, MPI's connections to the
+peers already made by the warm-up of ``native``. float64 SUM, out of place.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+
+import numpy as np
+from mpi4py import MPI
+
+import swing_mpi
+
+
+def _call(comm, algorithm: str, x: np.ndarray, y: np.ndarray):
+    if algorithm == "native":
+        return lambda: comm.Allreduce(x, y, MPI.SUM)
+    return lambda: swing_mpi.allreduce(comm, x, y, MPI.SUM, algorithm=algorithm)
+
+
+def _timed(comm, fn, batch: int) -> float:
+    comm.Barrier()
+    t0 = time.perf_counter()
+    for _ in range(batch):
+        fn()
+    return comm.allreduce((time.perf_counter() - t0) / batch, op=MPI.MAX)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="8,1024,65536,1048576", help="bytes, comma list (default 8,1K,64K,1M)")
+    ap.add_argument("--algorithms", "-a", default="recdoub,swing-lat,swing-bw,auto", help="ours, comma list")
+    ap.add_argument("--rounds", type=int, default=15, help="rounds; each number is their median (default 15)")
+    ap.add_argument("--batch", type=int, default=20, help="calls per timing (default 20)")
+    ap.add_argument("--label", default="", help="a name for this run (e.g. the checkout)")
+    ap.add_argument("--out", default=None, help="JSON file to write (rank 0)")
+    args = ap.parse_args()
+    world = MPI.COMM_WORLD
+    me = world.Get_rank()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    algorithms = ["native", *[a for a in args.algorithms.split(",") if a]]
+    rng = np.random.default_rng([5, me])
+    rows = []
+    for nbytes in sizes:
+        n = max(1, nbytes // 8)
+        x = rng.standard_normal(n)
+        y = np.empty_like(x)
+        first = {}
+        for alg in algorithms:  # first calls: a fresh communicator each
+            comm = world.Dup()
+            fn = _call(comm, alg, x, y)
+            first[alg] = _timed(comm, fn, 1)
+            comm.Free()
+        comms = {alg: world.Dup() for alg in algorithms}
+        calls = {alg: _call(comms[alg], alg, x, y) for alg in algorithms}
+        for alg in algorithms:  # warm-up
+            for _ in range(3):
+                calls[alg]()
+        times: dict[str, list[float]] = {alg: [] for alg in algorithms}
+        order = np.random.default_rng(nbytes)
+        for _ in range(args.rounds):
+            for alg in order.permutation(algorithms):
+                times[str(alg)].append(_timed(comms[str(alg)], calls[str(alg)], args.batch))
+        for c in comms.values():
+            c.Free()
+        nat = statistics.median(times["native"])
+        for alg in algorithms:
+            med = statistics.median(times[alg])
+            rows.append({"bytes": nbytes, "algorithm": alg, "median_s": med, "ratio_to_native": med / nat,
+                         "first_call_s": first[alg]})
+        if me == 0:
+            line = "  ".join(f"{a} {statistics.median(times[a]) * 1e6:8.2f}us "
+                             f"({statistics.median(times[a]) / nat:4.2f}x)"
+                             for a in algorithms)
+            print(f"{nbytes:>9} B  {line}", flush=True)
+    if me == 0 and args.out:
+        lib = MPI.Get_library_version().splitlines()[0].strip()
+        meta = {"label": args.label, "ranks": world.Get_size(), "mpi": lib, "rounds": args.rounds,
+                "batch": args.batch, "engine": getattr(swing_mpi.config.rc, "engine", "python (before the core)"),
+                "swing_mpi": os.path.dirname(swing_mpi.__file__), "host": platform.node(),
+                "cpus": os.cpu_count(), "loadavg": list(os.getloadavg()),
+                "measured": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "command": " ".join(["python -m mpi4py benchmarks/engine_e2e.py", *sys.argv[1:]])}
+        with open(args.out, "w", encoding="utf-8") as f:
+            json.dump({"meta": meta, "rows": rows}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
