@@ -5,6 +5,8 @@ Examples::
     swing-mpi simulate --dims 64x64 --link 400G --sizes 32,1K,1M,64M -a swing-bw,bucket
     swing-mpi simulate --dims 8x8 --network hyperx --alpha 0 --sizes 256M --json
     swing-mpi simulate --dims 4x4 --link 40M --alpha engine --sizes 1M,4M,16M --csv lab.csv --plot lab.png
+    swing-mpi simulate --dims 8x8 --alpha engine --cores 16 --sizes 32,32K,2M,512M --algorithms swing-bw,swing-lat
+    swing-mpi simulate --dims 8x8 --alpha c --gamma c --sizes 512M --algorithms recdoub,rabenseifner,ring
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from ..units import (
     format_size,
     format_time,
     parse_rate,
+    parse_size,
     parse_sizes,
     parse_time,
 )
@@ -51,11 +54,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                              "fattree (non-blocking)")
     parser.add_argument("--alpha", default="c", metavar="c|engine|TIME",
                         help="software cost per step: c (1.5us, default), engine (this library's, measured "
-                             f"here; a rank's lanes then share one CPU) or {TIME_HELP}; a bare number other than "
-                             "0 is refused")
-    parser.add_argument("--gamma", type=float, default=None, metavar="S_PER_BYTE",
-                        help="reduction cost in seconds per byte reduced, a bare number, e.g. 2.5e-10 (default: "
-                             "the --alpha preset's; 0 for c and for a time)")
+                             "by swing-mpi probe, modelled as its engine runs: lanes in lockstep, reductions on "
+                             f"--cores threads overlapping the wire segment by segment) or {TIME_HELP}; a bare "
+                             "number other than 0 is refused")
+    parser.add_argument("--gamma", default=None, metavar="S_PER_BYTE|c",
+                        help="reduction cost in seconds per byte reduced, a bare number, e.g. 2.5e-10, or c: a C "
+                             "MPI's (numpy's add on one thread, from the engine's costs file) (default: the "
+                             "--alpha preset's; 0 for c and for a time)")
+    parser.add_argument("--cores", type=int, default=1, metavar="N",
+                        help="with --alpha engine: the cores of a node running one rank, all of them reduction "
+                             "threads (default 1: no threads, no overlap)")
+    parser.add_argument("--segment", default=None, metavar="SIZE",
+                        help=f"with --alpha engine: a segment's size in {SIZE_HELP} (0: whole steps, no overlap), "
+                             "instead of the costs file's")
     parser.add_argument("--latency", default="100ns", metavar="TIME",
                         help=f"latency of every link, {TIME_HELP} (default 100ns; a bare number is seconds)")
     parser.add_argument("--hop", default="300ns", metavar="TIME",
@@ -77,19 +88,48 @@ def _params(args: argparse.Namespace) -> Any:
     link = parse_rate(args.link, "--link")
     kw: dict[str, Any] = dict(link_bps=link, latency_s=parse_time(args.latency, "--latency", bare="s"),
                               hop_s=parse_time(args.hop, "--hop", bare="s"), network=args.network)
+    cores = getattr(args, "cores", 1)
+    if cores < 1:
+        raise ValueError(f"--cores must be at least 1, got {cores}")
+    if cores != 1 and args.alpha != "engine":
+        raise ValueError("--cores applies to --alpha engine (a C MPI reduces on one thread)")
     if args.alpha in ("c", "engine"):
-        p = SimParams.preset(args.alpha, **kw)
+        p = SimParams.preset(args.alpha, cores=cores, **kw)
     else:
         try:
             alpha = parse_time(args.alpha, "--alpha")
         except ValueError as e:
             raise ValueError(f"{e} (or c, engine)") from None
         p = SimParams(alpha_s=alpha, gamma_s_per_byte=0.0, **kw)
-    if args.gamma is not None:
-        from dataclasses import replace
+    from dataclasses import replace
 
-        p = replace(p, gamma_s_per_byte=args.gamma)
+    if args.gamma is not None:
+        p = replace(p, gamma_s_per_byte=_gamma(str(args.gamma)), gamma_threads=())
+    segment = getattr(args, "segment", None)
+    if segment is not None:
+        if args.alpha != "engine":
+            raise ValueError("--segment applies to --alpha engine")
+        p = replace(p, segment_bytes=parse_size(segment))
     return p
+
+
+def _gamma(text: str) -> float:
+    """``--gamma``: seconds per byte, or ``c``: the costs file's ``c_gamma_s_per_byte``."""
+    if text.strip() == "c":
+        from ..engine_costs import load_engine_costs
+        from .params import PresetError
+
+        try:
+            c = load_engine_costs().c_gamma_s_per_byte
+        except ValueError as e:
+            raise PresetError(str(e)) from None
+        if c is None:
+            raise ValueError("--gamma c: the engine's costs file has no c_gamma_s_per_byte (run swing-mpi probe)")
+        return c
+    try:
+        return float(text)
+    except ValueError:
+        raise ValueError(f"--gamma must be seconds per byte or c, got {text!r}") from None
 
 
 def _algorithms(spec: str, collective: str) -> list[str]:
@@ -216,7 +256,9 @@ def run(args: argparse.Namespace) -> int:
         if rows and not args.json:
             print(f"\n== {format_size(n)} {args.collective} on {params.network} {'x'.join(map(str, dims))}, "
                   f"{format_rate(params.link_bps)}, alpha {format_time(params.alpha_s)}, "
-                  f"gamma {params.gamma_s_per_byte:g} s/B")
+                  f"gamma {params.gamma_s_per_byte:g} s/B"
+                  + (f", {params.threads} threads, segments {format_size(params.segment_bytes)}"
+                     if params.threads > 1 else "") + f", lanes: {params.cpu}")
             print(_table(rows), flush=True)
     if not results:
         print("swing-mpi simulate: nothing was simulated", file=sys.stderr)

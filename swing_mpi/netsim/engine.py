@@ -20,6 +20,16 @@ Algorithm:
        ``cpu="lockstep"`` they also advance together, as this library's executor
        runs them: a rank posts step ``k+1`` of its lanes only when every lane of
        it has finished (and reduced) step ``k``.
+    4. With reduction threads and segments (``threads >= 2``, ``segment_bytes``;
+       :mod:`.software`) a lane step's reduction is split: the work of every
+       segment but the last is queued on the rank's pool of reduction threads
+       when the step is posted (after whatever the pool already holds, every
+       lane's together) and may end before the data is in; the last segment's
+       is queued when the data is in. The step is reduced when both are done:
+       alone on its rank, ``γ_last·last + max(0, γ_T·(n - last) - transfer)``
+       after its data is in. ``α`` stays on the rank's own thread, and so do
+       the reductions of blocks under ``SPLIT_BYTES``, which the engine does
+       not queue.
 
     Latency: with CM02, SimGrid shares a link between flows in inverse
     proportion to their route latency (TCP's RTT unfairness), so a 3-hop flow
@@ -49,6 +59,7 @@ import numpy as np
 
 from ..config import rc
 from .sgload import version_tuple
+from .software import SPLIT_BYTES, reduction_seconds
 
 __all__ = ["EngineInput", "run_engine", "run_in_child", "simgrid_torus_routes", "SIMGRID_CONFIG"]
 
@@ -90,6 +101,11 @@ class EngineInput:
     """Explicit networks: ``(src, dst, offsets, links)``: route ``i`` is ``links[offsets[i]:offsets[i+1]]``."""
     wait_sends: bool = True
     """Whether a step also waits for its own sends to be delivered (else for its receives only)."""
+    threads: int = 1
+    """Threads a rank reduces with; from 2, with ``segment_bytes``, reductions overlap transfers."""
+    segment_bytes: int = 0
+    gammas: tuple[float, ...] = ()
+    """Seconds per byte on 1..``threads`` threads (empty: ``gamma_s_per_byte`` on one, the old model)."""
 
 
 def _torus_hosts(sg: Any, root: Any, dims: tuple[int, ...], bw: float) -> dict[int, Any]:
@@ -210,7 +226,17 @@ def run_engine(inp: EngineInput) -> dict[str, object]:
         sent = np.bincount(src, minlength=p)
         left[key] = (cnt + sent).tolist() if inp.wait_sends else cnt.tolist()
         active[key[0], key[1]] = (cnt > 0) | (sent > 0)
-    red = (inp.reduce_bytes * gamma).tolist() if gamma else None
+    overlap = inp.threads >= 2 and inp.segment_bytes > 0 and bool(inp.gammas)
+    early: list[list[list[float]]] | None = None
+    if inp.gammas:
+        early_a, last_a = reduction_seconds(inp.reduce_bytes, tuple(inp.gammas), inp.segment_bytes if overlap else 0)
+        red = last_a.tolist() if last_a.any() else None
+        early = early_a.tolist() if overlap and early_a.any() else None
+    else:
+        red = (inp.reduce_bytes * gamma).tolist() if gamma else None
+    pool_free = [0.0] * p  # overlap: when the rank's reduction threads are free of the work queued so far
+    # overlap: blocks the engine queues on its threads (smaller ones it reduces on the rank's own thread)
+    pooled = (inp.reduce_bytes >= SPLIT_BYTES).tolist() if overlap else None
     nxt = np.full((L, S + 1, p), -1, dtype=np.int64)  # next active step at or after k
     for k in range(S - 1, -1, -1):
         nxt[:, k] = np.where(active[:, k], k, nxt[:, k + 1])
@@ -244,6 +270,10 @@ def run_engine(inp: EngineInput) -> dict[str, object]:
         nonlocal seq
         a = r * L + ln
         cur[a], posted[a] = k, True
+        if early is not None:
+            w = early[ln][k][r]
+            if w > 0:
+                pool_free[r] = max(now, pool_free[r]) + w
         key = (ln, k)
         f = first.get(key)
         if f is not None:
@@ -278,7 +308,10 @@ def run_engine(inp: EngineInput) -> dict[str, object]:
         a = r * L + ln
         posted[a] = False
         g = red[ln][k][r] if red is not None else 0.0
-        done = (max(now, cpu_free[r]) if shared else now) + g
+        if pooled is not None and pooled[ln][k][r]:  # on the reduction threads, after the work queued before
+            done = pool_free[r] = max(now, pool_free[r]) + g
+        else:
+            done = (max(now, cpu_free[r]) if shared else now) + g
         if done > step_end[ln][k]:
             step_end[ln][k] = done
         if lockstep:  # the CPU only moves forward, so the round's last reduction ends at the latest done

@@ -5,7 +5,8 @@ Defaults are the paper's simulated network (400 Gb/s links, 100 ns per link,
 value the Trivance paper uses when it reruns Swing's simulator; no reduction
 cost, as the paper's model has no ``γ`` term). The ``engine`` preset is this
 library's own per-step and per-byte cost, measured on the machine at hand and
-read from a small JSON file (:func:`engine_costs`).
+read from a small JSON file (:func:`engine_costs`); with the compiled engine's
+costs it also has threads, segments and overlap (:mod:`.software`).
 """
 
 from __future__ import annotations
@@ -117,6 +118,14 @@ class SimParams:
     wait_sends: bool = True
     """A step ends when its receives are in and its own sends delivered (the executor's wait for every
     request of the step); ``False``: when its receives are in (sends left in flight, eager)."""
+    threads: int = 1
+    """Threads each rank reduces with (:mod:`.software`); with 2 or more and ``segment_bytes``, a step's reduction
+    overlaps its transfer."""
+    segment_bytes: int = 0
+    """Bytes of a segment: a longer lane step arrives, and is reduced, segment by segment (0: whole)."""
+    gamma_threads: tuple[float, ...] = ()
+    """Seconds per byte reduced on 1, 2, ..., ``threads`` threads (a block uses at most one thread per
+    :data:`.software.SPLIT_BYTES`); empty: ``gamma_s_per_byte`` for every block, whatever ``threads``."""
 
     def __post_init__(self) -> None:
         """Check every field."""
@@ -132,6 +141,16 @@ class SimParams:
             raise ValueError(f"cpu must be one of {', '.join(CPU_MODELS)}, got {self.cpu!r}")
         if not isinstance(self.itemsize, int) or self.itemsize < 1:
             raise ValueError(f"itemsize must be an int >= 1, got {self.itemsize!r}")
+        if isinstance(self.threads, bool) or not isinstance(self.threads, int) or self.threads < 1:
+            raise ValueError(f"threads must be an int >= 1, got {self.threads!r}")
+        if isinstance(self.segment_bytes, bool) or not isinstance(self.segment_bytes, int) or self.segment_bytes < 0:
+            raise ValueError(f"segment_bytes must be an int >= 0, got {self.segment_bytes!r}")
+        g = tuple(self.gamma_threads)
+        if g and len(g) != self.threads:
+            raise ValueError(f"gamma_threads must hold {self.threads} costs (1 to threads threads), got {len(g)}")
+        if any(not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0 for v in g):
+            raise ValueError(f"gamma_threads must be finite numbers >= 0, got {g!r}")
+        object.__setattr__(self, "gamma_threads", tuple(float(v) for v in g))
 
     @property
     def link_bytes_per_s(self) -> float:
@@ -144,14 +163,36 @@ class SimParams:
         return self.latency_s + self.hop_s
 
     @classmethod
-    def preset(cls, name: str, **changes: object) -> SimParams:
-        """Parameters with the software costs of preset ``name``; ``engine`` also serializes a rank's lanes."""
-        alpha, gamma = PRESETS[name]
-        base: dict[str, object] = {"alpha_s": alpha, "gamma_s_per_byte": gamma,
-                                   "cpu": "rank" if name == "engine" else "lane"}
+    def preset(cls, name: str, cores: int = 1, **changes: object) -> SimParams:
+        """Parameters with the software costs of preset ``name``.
+
+        ``engine``: the measured costs as the engine runs them (:func:`.software.engine_preset`): the compiled
+        engine's lanes in lockstep, reducing on ``cores`` threads (a one-rank node's cores), segments overlapped;
+        the interpreted executor's (a costs file without ``lanes_together``) lanes in series. ``c``: ``cores``
+        must be 1 (C's reduction runs on one thread).
+        """
+        if name == "engine":
+            from ..engine_costs import load_engine_costs
+            from .software import engine_preset
+
+            try:
+                costs = load_engine_costs()
+            except ValueError as e:
+                raise PresetError(str(e)) from None
+            base = engine_preset(costs, cores)
+        else:
+            alpha, gamma = PRESETS[name]
+            if cores != 1:
+                raise ValueError(f"cores applies to the engine preset, not {name!r}")
+            base = {"alpha_s": alpha, "gamma_s_per_byte": gamma, "cpu": "lane"}
         base.update(changes)
         return replace(cls(), **base)  # type: ignore[arg-type]
 
     def to_dict(self) -> dict[str, object]:
         """Return the fields as a dict (for JSON)."""
         return asdict(self)
+
+    @property
+    def gammas(self) -> tuple[float, ...]:
+        """Seconds per byte on 1..``threads`` threads: ``gamma_threads``, or ``gamma_s_per_byte`` for each."""
+        return self.gamma_threads or (self.gamma_s_per_byte,) * self.threads

@@ -96,6 +96,8 @@ class SimResult:
             "alpha_s": self.params.alpha_s,
             "gamma_s_per_byte": self.params.gamma_s_per_byte,
             "cpu": self.params.cpu,
+            "threads": self.params.threads,
+            "segment_bytes": self.params.segment_bytes,
             "itemsize": self.params.itemsize,
             "nsteps": len(self.steps),
             "messages": self.messages,

@@ -68,6 +68,13 @@ def _messages(algorithm: str, dims: tuple[int, ...], count: int, collective: str
         return read_messages(algorithm, dims, c0, collective), count / c0, False
 
 
+def _threading(params: SimParams) -> tuple[int, int, tuple[float, ...]]:
+    """Return the engine's ``(threads, segment_bytes, gammas)``; one thread and no table: the old model."""
+    if params.threads == 1 and not params.gamma_threads:
+        return 1, params.segment_bytes, ()
+    return params.threads, params.segment_bytes, params.gammas
+
+
 def _routes(net: Network, steps: Mapping[tuple[int, int], tuple[np.ndarray, ...]]
             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Routes of an explicit network for every pair that talks: ``(src, dst, offsets, link ids)``."""
@@ -121,7 +128,7 @@ def simulate(algorithm: str, dims: str | Sequence[int], nbytes: int, *, params: 
         routes = _routes(net, steps)
     inp = EngineInput(params.network, dims_t, params.link_bytes_per_s, params.alpha_s, params.gamma_s_per_byte,
                       params.cpu, msgs.nlanes, msgs.nsteps, steps, msgs.reduce * per_elem, routes,
-                      params.wait_sends)
+                      params.wait_sends, *_threading(params))
     out = run_in_child(inp)
     lane_ends = out["lane_step_end"]
     assert isinstance(lane_ends, list)
@@ -175,4 +182,4 @@ def simulate_transfers(dims: str | Sequence[int], steps: dict[tuple[int, int], S
         routes = _routes(net, arrays)
     return run_in_child(EngineInput(params.network, dims_t, params.link_bytes_per_s, params.alpha_s,
                                     params.gamma_s_per_byte, params.cpu, nl, ns, arrays, red, routes,
-                                    params.wait_sends))
+                                    params.wait_sends, *_threading(params)))

@@ -257,3 +257,34 @@ def test_slow_simgrid_note():
     assert slow_simgrid("SimGrid 3.32.0", 1024) is None
     assert slow_simgrid("SimGrid 3.35.0", 16384) is None
     assert slow_simgrid("SimGrid ?", 16384) is None
+
+
+def test_reduction_overlaps_the_transfer_on_threads():
+    """Threads and segments: what a step's reduction costs once its data is in (docs: netsim.software)."""
+    from dataclasses import replace
+
+    from swing_mpi.netsim.software import exposed_reduction
+
+    mib, g = 1 << 20, 2.0 / BW  # the reduction is twice as slow as the wire
+    one = {(0, 0): [(0, 1, 8 * mib)]}
+    red = {(0, 0, 1): 8 * mib}
+    arrive = LINK + 8 * mib / BW
+    serial = replace(P0, gamma_s_per_byte=g)
+    assert run((2,), one, serial, reduce_bytes=red) == pytest.approx(arrive + 8 * mib * g, rel=1e-9)
+    threads = replace(P0, threads=2, segment_bytes=mib, gamma_threads=(2 * g, g))
+    want = arrive + exposed_reduction(8 * mib, g, mib, 2, arrive)
+    assert want == pytest.approx(arrive + g * mib + (7 * mib * g - arrive))
+    assert run((2,), one, threads, reduce_bytes=red) == pytest.approx(want, rel=1e-9)
+    # one thread: no overlap, whatever the segments
+    assert run((2,), one, replace(threads, threads=1, gamma_threads=(g,)), reduce_bytes=red) == pytest.approx(
+        arrive + 8 * mib * g, rel=1e-9)
+    # two lanes into one rank share its threads: every early segment first, then each last one
+    two = {(0, 0): [(0, 1, 8 * mib)], (1, 0): [(2, 1, 8 * mib)]}
+    red2 = {(0, 0, 1): 8 * mib, (1, 0, 1): 8 * mib}
+    lock = replace(threads, cpu="lockstep")
+    assert run((4,), two, lock, reduce_bytes=red2) == pytest.approx(max(arrive, 14 * mib * g) + 2 * mib * g,
+                                                                    rel=1e-9)
+    # a block under the engine's split size is reduced on the rank's own thread, after the data
+    small = {(0, 0): [(0, 1, 1000)]}
+    assert run((2,), small, threads, reduce_bytes={(0, 0, 1): 1000}) == pytest.approx(
+        LINK + 1000 / BW + 1000 * 2 * g, rel=1e-9)

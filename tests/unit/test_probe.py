@@ -54,7 +54,15 @@ def test_load_engine_costs_rejects_bad_files(tmp_path, monkeypatch):
 
 
 def test_committed_probe_matches_built_in_default():
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "scale" / "engine-probe.json"
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "engine" / "sim" / "probe.json"
     data = json.loads(path.read_text())
     assert data["alpha_s"] == pytest.approx(DEFAULT_ENGINE.alpha_s, rel=0.05)
     assert data["gamma_s_per_byte"] == pytest.approx(DEFAULT_ENGINE.gamma_s_per_byte, rel=0.05)
+    from swing_mpi.engine_costs import parse_engine_costs
+
+    c = parse_engine_costs(data)
+    assert c.lanes_together == DEFAULT_ENGINE.lanes_together and c.lanes == DEFAULT_ENGINE.lanes
+    assert c.step_s == pytest.approx(DEFAULT_ENGINE.step_s, rel=0.05)
+    assert c.c_gamma_s_per_byte == pytest.approx(DEFAULT_ENGINE.c_gamma_s_per_byte, rel=0.05)
+    assert dict(c.gamma_threads_s_per_byte) == pytest.approx(dict(DEFAULT_ENGINE.gamma_threads_s_per_byte), rel=0.05)
+    assert c.segment_bytes == DEFAULT_ENGINE.segment_bytes and c.overlap == DEFAULT_ENGINE.overlap
