@@ -155,7 +155,7 @@ class Plan:
         if eng is None:
             prog = compile_program(self.lanes, self.scratch, self.types, self.ext, has_src=has_src, has_out=has_out,
                                    slots=self.schedule.slots, vec_bytes=self.vec_bytes,
-                                   split_sent=self._kernel is not None and self._kernel >= 0)
+                                   split_sent=self._kernel is not None and self._kernel >= 0 and self.threads > 1)
             op, dt = self.reduce.op, self.datatype
             eng = self._engines[key] = self._core.Engine(
                 prog.tobytes(), self.comm.py2f(), dt.py2f(), op.py2f(), tuple(t.py2f() for t in self.types),

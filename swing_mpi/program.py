@@ -93,8 +93,10 @@ class _Emitter:
         Where every apply of the lane-step reduces a received chunk into a block being sent, the blocks
         are disjoint, and there are two or more (segments), each becomes ``chunk = peer op local`` (the
         same operands in the same order, so the same bits), waiting only for its receive, followed after
-        all of them by a copy of the chunk into the block, which waits for the send. Only for the C loops: a reduction
-        through ``MPI_Reduce_local`` cannot write into its own operand.
+        all of them by a copy of the chunk into the block, which waits for the send. Only for the C loops (a reduction
+        through ``MPI_Reduce_local`` cannot write into its own operand), and only where the rank has
+        threads to spare: the copies cost a pass over the block, which a rank whose own thread moves
+        the data (shared memory, every core busy) pays without gaining any overlap.
         """
         if len(self.applies) < 2:
             return
