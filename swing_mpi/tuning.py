@@ -237,16 +237,16 @@ vectors below 2 KiB to ``MPI_Allreduce``, where every algorithm is pure
 latency and MPICH's call costs less than ours."""
 
 
-NATIVE_BELOW_BY_MPI = {"mpich": 512, "openmpi": 8192}
+NATIVE_BELOW_BY_MPI = {"mpich": 64, "openmpi": 8192}
 """The built-in ``native_below_bytes`` by MPI library, for the compiled engine: where ``comm.Allreduce`` of
 MPICH 5.0.2 and Open MPI 5 from PyPI stops beating our schedules at p=2 over shared memory
-(benchmarks/results/engine/: MPICH's own is faster below about 512 B, Open MPI's below 8 KiB).
+(benchmarks/results/engine/: MPICH's own is faster below about 64 B, Open MPI's below 8 KiB).
 Other libraries, and the Python engine, keep :data:`DEFAULT_TUNING`'s."""
 
 
 def native_below(tuning: Tuning) -> int | None:
     """Return ``tuning.native_below_bytes``; for the built-in defaults, the value of the MPI library in use."""
-    if tuning is not DEFAULT_TUNING:
+    if tuning != DEFAULT_TUNING or tuning.source != DEFAULT_TUNING.source:  # a copy when broadcast: not `is`
         return tuning.native_below_bytes
     import sys
 
