@@ -779,19 +779,15 @@ static PyObject *outcome(Engine *e, int st)
     return PyLong_FromLong(-1);
 }
 
-/* start(work, src, out, scratch, tag) -> True if already complete, False if not, -1 on an error */
-static PyObject *Engine_start(Engine *e, PyObject *args)
+/* bind an operation's buffers and reset the engine for it; -1 with a Python error set */
+static int begin(Engine *e, PyObject *bufs[NBASES], int tag)
 {
-    PyObject *bufs[NBASES];
-    int tag;
-    if (!PyArg_ParseTuple(args, "OOOOi", &bufs[0], &bufs[1], &bufs[2], &bufs[3], &tag))
-        return NULL;
     if (e->active) {
         PyErr_SetString(CoreError, "the engine is running an operation");
-        return NULL;
+        return -1;
     }
     if (bind_bases(e, bufs) < 0)
-        return NULL;
+        return -1;
     e->tag = tag;
     e->step = 0;
     e->err_code = 0;
@@ -799,6 +795,16 @@ static PyObject *Engine_start(Engine *e, PyObject *args)
     e->nls = 0;
     e->tr_n = 0;
     e->t0 = now_s();
+    return 0;
+}
+
+/* start(work, src, out, scratch, tag) -> True if already complete, False if not, -1 on an error */
+static PyObject *Engine_start(Engine *e, PyObject *args)
+{
+    PyObject *bufs[NBASES];
+    int tag;
+    if (!PyArg_ParseTuple(args, "OOOOi", &bufs[0], &bufs[1], &bufs[2], &bufs[3], &tag) || begin(e, bufs, tag) < 0)
+        return NULL;
     int st = 1;
     if (e->nsteps > 0) {
         Py_BEGIN_ALLOW_THREADS
@@ -843,21 +849,8 @@ static PyObject *Engine_run(Engine *e, PyObject *args)
     int tag, policy;
     double timeout, sleep_us;
     if (!PyArg_ParseTuple(args, "OOOOiidd", &bufs[0], &bufs[1], &bufs[2], &bufs[3], &tag, &policy, &timeout,
-                          &sleep_us))
+                          &sleep_us) || begin(e, bufs, tag) < 0)
         return NULL;
-    if (e->active) {
-        PyErr_SetString(CoreError, "the engine is running an operation");
-        return NULL;
-    }
-    if (bind_bases(e, bufs) < 0)
-        return NULL;
-    e->tag = tag;
-    e->step = 0;
-    e->err_code = 0;
-    e->active = 1;
-    e->nls = 0;
-    e->tr_n = 0;
-    e->t0 = now_s();
     int st = 1;
     if (e->nsteps > 0) {
         Py_BEGIN_ALLOW_THREADS
