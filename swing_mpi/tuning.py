@@ -246,7 +246,7 @@ Other libraries, and the Python engine, keep :data:`DEFAULT_TUNING`'s."""
 
 def native_below(tuning: Tuning) -> int | None:
     """Return ``tuning.native_below_bytes``; for the built-in defaults, the value of the MPI library in use."""
-    if tuning != DEFAULT_TUNING or tuning.source != DEFAULT_TUNING.source:  # a copy when broadcast: not `is`
+    if tuning is not DEFAULT_TUNING:  # (tuning_for_comm gives the object itself back for the defaults)
         return tuning.native_below_bytes
     import sys
 
@@ -406,6 +406,8 @@ def tuning_for_comm(comm: Any, *, timeout: float | None = None) -> Tuning:
                             "the tuning's agreement", timeout)
     if isinstance(got, str):
         raise ValueError(got)
+    if got == DEFAULT_TUNING and got.source == DEFAULT_TUNING.source:
+        return DEFAULT_TUNING  # the broadcast's copy of the defaults is the defaults (see native_below)
     return got
 
 
