@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 from mpi4py import MPI
 
-__all__ = ["wraps", "reference_allreduce"]
+__all__ = ["wraps", "reference_allreduce", "builds"]
 
 
 def wraps(op: MPI.Op, dtype: np.dtype) -> bool:
@@ -41,3 +41,14 @@ def reference_allreduce(comm: MPI.Intracomm, data: np.ndarray, op: MPI.Op,
     else:
         comm.Allreduce([data, datatype], [out, datatype], op)
     return out
+
+
+def builds(algorithm: str, dims: tuple[int, ...], rank: int) -> bool:
+    """Tell whether ``algorithm`` has a schedule on ``dims`` (some need a torus of their own shape)."""
+    from swing_mpi.schedule import build_schedule
+
+    try:
+        build_schedule(algorithm, dims, rank, 8)
+    except ValueError:
+        return False
+    return True
