@@ -156,6 +156,9 @@ def test_trace_of_a_segmented_step(monkeypatch):
 
 
 @pytest.mark.skipif(P != 2, reason="the story of one short rank is told for 2 ranks")
+@pytest.mark.skipif("Open MPI" in MPI.Get_library_version(),
+                    reason="Open MPI 5's shared-memory transport does not survive a truncated message: a later "
+                           "call of the same job dies of a bus error (an erroneous program, as MPI allows)")
 def test_an_unchecked_count_mismatch_names_itself(monkeypatch):
     """Rank 0 expects 1000 elements, rank 1 sends 3000: rank 0's error says where and what to try."""
     import swing_mpi
