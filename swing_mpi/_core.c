@@ -466,6 +466,15 @@ static void set_error(Engine *e, int code, int lane, int peer, int kind)
     }
 }
 
+/* out = peer op given (peer_first) or given op peer through the C loop, on the engine's threads */
+static void kernel_apply(Engine *e, char *out, const char *peer, const char *given, Py_ssize_t nbytes,
+                         int peer_first)
+{
+    Py_ssize_t m = nbytes / e->ext * e->ext / kernel_size(e->kernel);
+    kernel_threads(e->kernel, out, peer_first ? peer : given, peer_first ? given : peer, m, e->threads,
+                   e->min_bytes);
+}
+
 /* local = peer op local (peer_first) or local op peer; n elements */
 static int do_reduce(Engine *e, char *local, char *peer, Py_ssize_t nbytes, int peer_first)
 {
@@ -473,11 +482,7 @@ static int do_reduce(Engine *e, char *local, char *peer, Py_ssize_t nbytes, int 
     if (!n)
         return 0;
     if (e->kernel >= 0) {
-        Py_ssize_t m = n * e->ext / kernel_size(e->kernel);
-        if (peer_first)
-            kernel_threads(e->kernel, local, peer, local, m, e->threads, e->min_bytes);
-        else
-            kernel_threads(e->kernel, local, local, peer, m, e->threads, e->min_bytes);
+        kernel_apply(e, local, peer, local, nbytes, peer_first);
         return 0;
     }
     if (n > INT32_MAX)
@@ -495,11 +500,7 @@ static int do_first(Engine *e, char *out, char *peer, char *given, Py_ssize_t nb
 {
     Py_ssize_t n = nbytes / e->ext;
     if (e->kernel >= 0 && n) {
-        Py_ssize_t m = n * e->ext / kernel_size(e->kernel);
-        if (peer_first)
-            kernel_threads(e->kernel, out, peer, given, m, e->threads, e->min_bytes);
-        else
-            kernel_threads(e->kernel, out, given, peer, m, e->threads, e->min_bytes);
+        kernel_apply(e, out, peer, given, nbytes, peer_first);
         return 0;
     }
     if (out != given)

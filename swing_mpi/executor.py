@@ -6,17 +6,13 @@ requests, wait and reduce (:class:`Reducer`, the reduction kernel, with numpy wh
 MPI's op).
 
 Progress: the lanes (sub-collectives) advance in lockstep. A round posts all receives and sends
-of the current step of every lane; a lane's received data is applied (reduced or copied) as soon
-as that lane's step has completed, overlapping the other lanes' transfers, but the next round
-starts only when every lane has finished the step. In each step the lanes of a rank use distinct
-ports, and lanes left to run ahead would drift onto a port another lane still uses. Received data
-is applied only after its lane's whole step has completed, so buffers in flight are never modified.
-
-Two engines run a plan and give the same bits: the compiled core (:mod:`swing_mpi.native`, the
-default where it builds), which runs a plan's whole program (:mod:`swing_mpi.program`) in one call
-from Python, reducing each block as soon as its message is in and large blocks on several threads;
-and the pure-Python loop below, which applies a lane's data when its whole step is in. Both post
-the same messages in the same order (``$SWING_MPI_ENGINE`` picks).
+of the current step of every lane; the next round starts only when every lane has finished the
+step (a rank's lanes use distinct ports in each step; a lane left to run ahead would drift onto a
+port another lane still uses). Two engines run a plan, post the same messages in the same order
+and give the same bits (``$SWING_MPI_ENGINE`` picks): the compiled core (:mod:`swing_mpi.native`,
+the default where it builds) runs a plan's whole program (:mod:`swing_mpi.program`) in one call
+from Python, reducing each block as soon as its messages are done, large ones on several threads;
+the pure-Python loop below applies a lane's data when its whole step is in.
 
 Hangs: with ``$SWING_MPI_TIMEOUT``, a wait that sees no completion for that long raises
 :class:`TimeoutError` naming the operation, the algorithm, the step and the peers that did not
@@ -350,9 +346,8 @@ class Plan:
                 return
         r = eng.run(result, source, None, self.scratch, tag, self._policy, self._timeout_c, rc.sleep_us)
         if r is not True:
-            self._result = self._work = np.frombuffer(result, np.uint8)
-            self._src = None if source is None else np.frombuffer(source, np.uint8)
-            self._core_failed(eng, r)
+            self._core_failed(eng, r, np.frombuffer(result, np.uint8),
+                              None if source is None else np.frombuffer(source, np.uint8))
 
     def run(self, result: np.ndarray, source: np.ndarray | None = None, *, seq: int = 0,
             out: np.ndarray | None = None) -> None:
@@ -365,19 +360,14 @@ class Plan:
         if eng is not None and out is None and not self.active:
             src = None
             if source is not None:  # out of place: the input read where first used, the rest copied after
-                if not self._sources_planned:
-                    self._sources = plan_sources(self.lanes, slots=1, wanted=self._wanted) if self.vec_bytes else None
-                    self._sources_planned = True
-                if self._sources is None:
+                if self._source_plan() is None:
                     result[...] = source
                 else:
                     eng, src = self._engine(True, False), source
             r = eng.run(result, src, None, self.scratch, TAG_BASE + (seq % TAG_SEQS) * MAX_LANES, self._policy,
                         self._timeout_c, rc.sleep_us)
             if r is not True:
-                self._result = self._work = result
-                self._src = src
-                self._core_failed(eng, r)
+                self._core_failed(eng, r, result, src)
             if src is not None:
                 for a, b in self._sources.from_input:  # type: ignore[union-attr]
                     result[a:b] = src[a:b]
@@ -412,6 +402,13 @@ class Plan:
             self._python_failed(e, k)
         self._finish()
 
+    def _source_plan(self) -> SourcePlan | None:
+        """Plan once where a separate input is read (:func:`plan_sources`); None: it is copied in first."""
+        if not self._sources_planned and self.vec_bytes:
+            self._sources = plan_sources(self.lanes, slots=self.schedule.slots, wanted=self._wanted)
+            self._sources_planned = True
+        return self._sources
+
     def _begin(self, result: np.ndarray, source: np.ndarray | None, seq: int,
                out: np.ndarray | None = None) -> np.ndarray:
         """Put the input in place and take the tags of operation ``seq``; return the work buffer."""
@@ -425,9 +422,8 @@ class Plan:
         self._out = out
         if out is not None and len(out) != sum(b - a for a, b in self._wanted):
             raise ValueError(f"out has {len(out)} bytes, the result {sum(b - a for a, b in self._wanted)}")
-        if (source is not None or out is not None) and n and not self._sources_planned:
-            self._sources = plan_sources(self.lanes, slots=s.slots, wanted=self._wanted)
-            self._sources_planned = True
+        if source is not None or out is not None:
+            self._source_plan()
         if s.slots > 1:
             work = self.slot_work
             work[s.input_slot * n:(s.input_slot + 1) * n] = result if source is None else source
@@ -565,8 +561,14 @@ class Plan:
         self._result = self._work = self._src = None
         raise TimeoutError(message)
 
-    def _core_failed(self, eng: Any, r: Any) -> None:
-        """Raise for the compiled core's outcome ``r``: 2 timed out, -1 an MPI error (see :meth:`_mpi_error`)."""
+    def _core_failed(self, eng: Any, r: Any, result: np.ndarray | None = None, src: np.ndarray | None = None) -> None:
+        """Raise for the compiled core's outcome ``r``: 2 timed out, -1 an MPI error (see :meth:`_mpi_error`).
+
+        ``result``/``src``: the buffers of a one-call run (:meth:`run`'s and :meth:`run_fast`'s), kept alive.
+        """
+        if result is not None:
+            self._result = self._work = result
+            self._src = src
         if r == 2:
             step, pending = eng.pending()
             keep_alive((eng, self._work, self._src, self._out, self.scratch))  # its messages stay posted

@@ -180,6 +180,8 @@ def _alone(comm: Any, fn: Any, nbytes: int, calls: int) -> float:
 
 def _reductions(comm: Any, nbytes: int, thread_counts: list[int], calls: int = 7) -> dict[str, Any]:
     """Ours and numpy's float64 SUM per byte, on rank 0 alone and on both ranks at once; ours with k threads alone."""
+    from mpi4py import MPI
+
     count = max(1, nbytes // 8)
     out: dict[str, Any] = {}
     for kind in ("ours", "numpy"):
@@ -187,15 +189,9 @@ def _reductions(comm: Any, nbytes: int, thread_counts: list[int], calls: int = 7
         alone = _alone(comm, fn, count * 8, calls)
         comm.Barrier()
         both = _per_byte(fn, count * 8, calls)
-        out[kind] = (alone, float(comm.allreduce(both, op=_max())))
+        out[kind] = (alone, float(comm.allreduce(both, op=MPI.MAX)))
     out["threads"] = {str(k): _alone(comm, _reduce_fn("ours", count, k), count * 8, calls) for k in thread_counts}
     return out
-
-
-def _max() -> Any:
-    from mpi4py import MPI
-
-    return MPI.MAX
 
 
 def _big_step(comm: Any, nbytes: int, segment: int, threads: int, engine: str | None) -> tuple[Any, Any]:

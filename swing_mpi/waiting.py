@@ -200,7 +200,7 @@ def census(comm: MPI.Comm, grace: float = CENSUS_GRACE) -> list[int]:
     flags = np.zeros(p, np.uint8)
     flags[me] = 1
     reqs = [MPI.Comm.Ibcast(comm, [flags[r:r + 1], 1, MPI.BYTE], root=r) for r in range(p)]
-    _ABANDONED.append((reqs, flags))
+    keep_alive((reqs, flags))
     deadline = time.monotonic() + grace
     done = {me}
     while len(done) < p and time.monotonic() < deadline:
@@ -218,7 +218,7 @@ def wait_collective(req: MPI.Request, comm: MPI.Comm, what: str, timeout: float 
     """
     if wait_all([req], timeout, default_policy()):
         return
-    _ABANDONED.append((req, keep))
+    keep_alive((req, keep))
     missing = census(comm)
     me = comm.Get_rank()
     who = ", ".join(rank_name(comm, r) for r in missing) or "a rank that has since arrived"
