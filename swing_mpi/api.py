@@ -16,6 +16,7 @@ from mpi4py import MPI
 from . import collectives
 from .buffers import Args, BufferSpec, call_args, op_facts
 from .choose import algorithm_names, check_name, decide, supports
+from .nodes import node_torus
 from .online import Trial
 from .pipeline import BLOCKING, NONBLOCKING, PERSISTENT, call, decision_for
 from .repeat import LAST_NATIVE, NATIVE_RECORDS, NATIVE_SHAPES, NO_RECORD, RECORDS, again, native_again
@@ -157,11 +158,13 @@ def auto_trial(comm: MPI.Intracomm, recvbuf: Any, op: MPI.Op = MPI.SUM, *, dims:
 def _check_dims(comm: MPI.Comm | None, dims: Any) -> None:
     """Refuse ``dims`` at construction, as a bad ``algorithm=`` is, not at the first call.
 
-    Local: the sides must be integers and hold the communicator's ranks (for no communicator,
-    only the form is checked).
+    Local: the sides must be integers and hold the communicator's ranks, or a divisor of them (a torus of
+    nodes, :mod:`swing_mpi.nodes`, whose nodes are checked at the first call); for no communicator, only
+    the form is checked.
     """
     if comm is not None and comm != MPI.COMM_NULL:
-        parse_dims(dims, comm.Get_size())
+        if node_torus(comm, dims) is None:
+            parse_dims(dims, comm.Get_size())
     elif not (isinstance(dims, str) and dims.strip().lower().endswith("d")):  # "2d" waits for the ranks
         parse_dims(dims)
 

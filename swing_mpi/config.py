@@ -21,7 +21,8 @@ from typing import Any
 
 __all__ = ["Config", "rc", "VARIABLES", "WAITS", "NETWORKS", "CONTEXTS", "ON", "OFF", "parse_timeout",
            "parse_sleep_us", "parse_wait", "ENGINES", "DEFAULT_SEGMENT", "parse_engine", "parse_threads",
-           "parse_segment", "parse_switch", "parse_network", "parse_contexts"]
+           "parse_segment", "parse_switch", "parse_network", "parse_contexts", "parse_ranks_per_node",
+           "parse_node_chunk", "DEFAULT_NODE_CHUNK"]
 
 WAITS = ("yield", "spin", "backoff")
 """Wait policies (:mod:`swing_mpi.waiting`); ``auto`` (or unset) picks one per communicator."""
@@ -32,6 +33,9 @@ CONTEXTS = ("raw", "thread", "ucontext", "boost")
 DEFAULT_SEGMENT = 1 << 20
 """Bytes of a segment when ``$SWING_MPI_SEGMENT`` is unset: a longer message goes as several, each
 reduced as soon as it is in while the next ones are on the wire."""
+DEFAULT_NODE_CHUNK = 32 << 10
+"""Bytes a node's lane gets at least when ``$SWING_MPI_NODE_CHUNK`` is unset: a vector of ``n`` bytes runs
+the torus phase on ``min(K, n // chunk)`` of a node's ``K`` ranks (:mod:`swing_mpi.nodes`)."""
 ENGINES = ("auto", "c", "python")
 """Executors (``$SWING_MPI_ENGINE``): the compiled core where it loads (``auto``), insisted on, or never."""
 ON = ("on", "1", "yes", "true")
@@ -142,6 +146,36 @@ def parse_segment(text: str | None) -> int:
     return n
 
 
+def parse_ranks_per_node(text: str | None) -> int | None:
+    """Return ``$SWING_MPI_RANKS_PER_NODE`` (each K consecutive ranks make a node; unset or ``auto``: MPI's nodes)."""
+    v = (text or "").strip().lower()
+    if v in ("", "auto"):
+        return None
+    if not v.isdigit() or int(v) < 1:
+        raise ValueError(f"SWING_MPI_RANKS_PER_NODE={text!r}: expected auto or a whole number of ranks, >= 1")
+    return int(v)
+
+
+def parse_node_chunk(text: str | None) -> int:
+    """Return ``$SWING_MPI_NODE_CHUNK`` in bytes (default 32 KiB; 0: every rank of a node always leads a lane)."""
+    return _parse_bytes("SWING_MPI_NODE_CHUNK", text, DEFAULT_NODE_CHUNK, 0)
+
+
+def _parse_bytes(name: str, text: str | None, default: int, least: int) -> int:
+    """Return a byte count with an optional binary suffix (``256K``, ``1M``); ``default`` if unset."""
+    v = (text or "").strip().upper().removesuffix("B").removesuffix("I")
+    if not v:
+        return default
+    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(v[-1:], 1)
+    digits = v[:-1] if scale > 1 else v
+    if not digits.isdigit():
+        raise ValueError(f"{name}={text!r}: expected bytes (e.g. 32K, 1M or 65536)")
+    n = int(digits) * scale
+    if 0 < n < least:
+        raise ValueError(f"{name}={text!r}: at least {least} bytes (or 0)")
+    return n
+
+
 def _text(text: str | None) -> str | None:
     return (text or "").strip() or None
 
@@ -169,9 +203,13 @@ _SPEC: tuple[tuple[str, str, Callable[[str | None], Any], bool], ...] = (
     ("SWING_MPI_ENGINE", "engine", parse_engine, False),
     ("SWING_MPI_THREADS", "threads", parse_threads, False),
     ("SWING_MPI_SEGMENT", "segment", parse_segment, False),
+    ("SWING_MPI_RANKS_PER_NODE", "ranks_per_node", parse_ranks_per_node, False),
+    ("SWING_MPI_NODE_CHUNK", "node_chunk", parse_node_chunk, False),
 )
 VARIABLES: dict[str, str] = {var: attr for var, attr, _, _ in _SPEC}
 """Variable -> attribute of :class:`Config`."""
+_COUNTS = ("threads", "segment", "ranks_per_node", "node_chunk")
+"""Settings that take a whole number as well as its text."""
 _PARSERS = {attr: (var, parse, deferred) for var, attr, parse, deferred in _SPEC}
 
 
@@ -195,6 +233,8 @@ class Config:
         engine: ``auto`` (the compiled core where it loads), ``c`` (insist) or ``python``.
         threads: threads a rank reduces large blocks with (None: the node's cores over its ranks).
         segment: bytes of a segment (messages longer are cut so reduction overlaps the wire; 0: never).
+        ranks_per_node: each K consecutive ranks make a node (None: the nodes MPI's shared memory finds).
+        node_chunk: bytes a node's lane gets at least (a small vector runs on fewer of a node's ranks).
     """
 
     algorithm: str | None
@@ -213,6 +253,8 @@ class Config:
     engine: str
     threads: int | None
     segment: int
+    ranks_per_node: int | None
+    node_chunk: int
     _problems: dict[str, str]
 
     def __init__(self, environ: Mapping[str, str] | None = None) -> None:
@@ -259,7 +301,7 @@ class Config:
             pass
         elif isinstance(value, (int, float)) and not isinstance(value, bool) and attr in ("timeout", "sleep_us"):
             value = parse(repr(float(value)))
-        elif isinstance(value, int) and not isinstance(value, bool) and attr in ("threads", "segment"):
+        elif isinstance(value, int) and not isinstance(value, bool) and attr in _COUNTS:
             value = parse(str(value))
         else:
             raise TypeError(f"swing_mpi.rc.{attr}: {type(value).__name__} is not accepted")

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 from mpi4py import MPI
 
-from . import guard, online
+from . import guard, nodes, online
 from .buffers import Args, DeviceBuffer, call_args, is_in_place, native_bit_identical
 from .choose import Decision, decide, supports
 from .config import rc
@@ -62,6 +62,10 @@ def call(operation: str, mode: int, comm: Any, sendbuf: Any, recvbuf: Any, op: A
     ``None``). Bad arguments raise on the calling rank before any data moves (with the check on, on every
     rank). A blocking call on plain numpy arrays without the check is remembered for the repeat path.
     """
+    if (dims is not None or rc.dims) and isinstance(comm, MPI.Comm):
+        nodes_t = nodes.node_torus(comm, dims)
+        if nodes_t is not None:  # a torus of nodes, several ranks on each
+            return _on_nodes(operation, mode, comm, sendbuf, recvbuf, op, algorithm, nodes_t, check, recvcounts)
     checking = rc.check if check is None else bool(check)
     private = guard.private(comm) if checking else None
     try:
@@ -100,6 +104,43 @@ def call(operation: str, mode: int, comm: Any, sendbuf: Any, recvbuf: Any, op: A
     plan = _run(st, name, dims_t, a, op, comm, sendbuf, recvbuf)
     if plan is not None and not (checking or rc.check):  # cached: the next call may reuse it
         remember(comm, sendbuf, recvbuf, op, algorithm, dims, a.datatype, st, plan)
+    return None
+
+
+def _on_nodes(operation: str, mode: int, comm: Any, sendbuf: Any, recvbuf: Any, op: Any, algorithm: str | None,
+              nodes_t: tuple[int, ...], check: bool | None, recvcounts: Any) -> Any:
+    """Run a call whose ``dims`` are a torus of nodes (:mod:`swing_mpi.nodes`).
+
+    A blocking allreduce runs the node phases around the torus algorithm among nodes; every other
+    call runs the torus algorithm over all ranks on ``nodes_t + (K,)``. The nodes are checked
+    (collectively, the same verdict on every rank) before anything else.
+    """
+    layout = nodes.node_layout(comm)
+    layout.check(nodes_t)
+    ranks_t = nodes.flat_dims(nodes_t, layout.k)
+    requested = algorithm if algorithm is not None else (rc.algorithm or AUTO)
+    if operation != "allreduce" or mode != BLOCKING or requested == NATIVE:
+        return call(operation, mode, comm, sendbuf, recvbuf, op, algorithm, ranks_t, check, recvcounts)
+    checking = rc.check if check is None else bool(check)
+    private = guard.private(comm) if checking else None
+    try:
+        a = call_args(operation, comm, sendbuf, recvbuf, op, recvcounts)
+    except DeviceBuffer:
+        if private is not None:
+            guard.verify(private, count=-1, op=op, algorithm=NATIVE, operation=operation)
+        return _native(operation, mode, comm, sendbuf, recvbuf, op, None)
+    except (TypeError, ValueError) as e:
+        if private is not None:
+            guard.verify(private, operation=operation, error=e)
+        raise
+    if private is not None:
+        guard.verify(private, count=a.count, datatype=a.datatype, op=op, algorithm=requested, dims=ranks_t,
+                     operation=operation)
+
+    def lane_call(lane: Any, spec: Any) -> None:
+        call("allreduce", BLOCKING, lane, MPI.IN_PLACE, spec, op, algorithm, nodes_t, False)
+
+    nodes.allreduce(layout, nodes_t, a, op, sendbuf, lane_call)
     return None
 
 

@@ -17,7 +17,7 @@ def test_defaults_without_variables():
 
 def test_every_variable_has_an_attribute():
     assert set(config.VARIABLES.values()) == set(Config.__annotations__) - {"_problems"}
-    assert len(config.VARIABLES) == 16
+    assert len(config.VARIABLES) == 18
 
 
 def test_values_are_typed():
@@ -96,3 +96,18 @@ def test_reload_reads_the_environment_again(monkeypatch):
     monkeypatch.delenv("SWING_MPI_TIMEOUT")
     c.reload()
     assert c.timeout is None
+
+
+def test_node_settings():
+    c = Config({})
+    assert (c.ranks_per_node, c.node_chunk) == (None, config.DEFAULT_NODE_CHUNK)
+    c = Config({"SWING_MPI_RANKS_PER_NODE": "4", "SWING_MPI_NODE_CHUNK": "1M"})
+    assert (c.ranks_per_node, c.node_chunk) == (4, 1 << 20)
+    assert Config({"SWING_MPI_RANKS_PER_NODE": "auto", "SWING_MPI_NODE_CHUNK": "0"}).node_chunk == 0
+    c.ranks_per_node = 2
+    c.node_chunk = 64
+    assert (c.ranks_per_node, c.node_chunk) == (2, 64)
+    for var, text in (("SWING_MPI_RANKS_PER_NODE", "0"), ("SWING_MPI_RANKS_PER_NODE", "two"),
+                      ("SWING_MPI_NODE_CHUNK", "lots"), ("SWING_MPI_NODE_CHUNK", "-1")):
+        with pytest.raises(ValueError, match=var):
+            Config({var: text})

@@ -1,0 +1,279 @@
+"""Many ranks per node: the torus schedule among nodes, shared memory inside each node, every core reducing.
+
+On a torus machine the torus links nodes, and a node runs ``K`` ranks. A call whose ``dims`` name
+fewer places than the communicator has ranks (``p = K × prod(dims)``) takes ``dims`` as the torus of
+*nodes* and runs here.
+
+Nodes: the ranks MPI places in one shared-memory domain (``Split_type(COMM_TYPE_SHARED)``), or, with
+``$SWING_MPI_RANKS_PER_NODE=K``, each ``K`` consecutive ranks (which must then share memory). Every
+node must hold the same number of ranks, consecutive in the communicator (node ``i`` holds ranks
+``iK … iK+K−1``), and the nodes must fill ``dims``: anything else is a ``ValueError`` on every rank
+before any data moves. Node ``i`` sits at torus position ``i`` (row-major, as for ranks).
+
+Algorithm (multi-leader allreduce, blocking calls):
+    1. every rank copies its vector into its slot of a shared-memory window of the node; barrier;
+    2. the vector is cut into ``L ≤ K`` chunks; rank ``j`` of the node reduces chunk ``j`` over the
+       node's ``K`` slots, in rank order (every core reducing at once);
+    3. rank ``j`` of every node runs the torus allreduce (the algorithm asked for, or ``auto``'s pick)
+       on its chunk among the nodes: ``L`` lanes at once, each on ``1/L`` of the vector, sharing the
+       node's links; it writes the result to its slot; barrier;
+    4. every rank copies the other chunks out of their owners' slots.
+    ``L = min(K, bytes // $SWING_MPI_NODE_CHUNK)`` (at least 1): a small vector runs on one leader,
+    a large one on all ``K``. Slots are double-buffered, so a call needs two node barriers.
+
+Restrictions: a non-commutative op keeps rank order when the algorithm among nodes does (the node
+reduction is in rank order and nodes hold consecutive ranks); nonblocking and persistent calls, and
+reduce-scatter and all-gather, run the torus algorithm over all ranks on the torus ``dims + (K,)``
+(the node's ranks as one more dimension, whose links are the node's memory): the same results,
+without the node phases.
+
+Cost (``n`` bytes, ``K`` ranks a node): the node phases move ``2n`` bytes in and ``n`` out per rank
+and reduce ``(K−1)n/K`` bytes per rank (memory bandwidth, all cores); the torus phase is the
+algorithm's on ``n/L`` bytes per lane, the node's links carrying ``n`` as with one rank per node.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+from mpi4py import MPI
+
+from .buffers import Args
+from .config import rc
+from .reducer import Reducer
+from .state import arrive
+from .topology import parse_dims
+from .waiting import bounded_allgather
+
+__all__ = ["NodeLayout", "node_layout", "node_torus", "chunks", "lanes_for", "allreduce", "flat_dims"]
+
+
+@lru_cache(maxsize=64)
+def _node_torus(spec: Any, p: int) -> tuple[int, ...] | None:
+    try:
+        dims = parse_dims(spec)
+    except ValueError:
+        return None  # "2d" and bad specs: the flat path says what is wrong
+    n = math.prod(dims)
+    if n == p or n < 1 or p % n:
+        return None
+    return dims
+
+
+def node_torus(comm: MPI.Comm, dims: Any) -> tuple[int, ...] | None:
+    """Return the torus of nodes when ``dims`` (else ``$SWING_MPI_DIMS``) names fewer places than ranks (local).
+
+    ``None``: ``dims`` is a torus of ranks (today's meaning: its product is the rank count), or is
+    left to the flat path to accept or refuse (a product that does not divide the rank count).
+    """
+    spec = dims if dims is not None else rc.dims
+    if spec is None:
+        return None
+    try:
+        return _node_torus(spec, comm.Get_size())
+    except TypeError:  # unhashable (a list): not cached
+        return _node_torus.__wrapped__(spec, comm.Get_size())
+
+
+def chunks(count: int, lanes: int) -> list[tuple[int, int]]:
+    """Cut ``count`` elements into ``lanes`` chunks (start, length), the first ones one longer."""
+    base, extra = divmod(count, lanes)
+    out, start = [], 0
+    for j in range(lanes):
+        n = base + (j < extra)
+        out.append((start, n))
+        start += n
+    return out
+
+
+def lanes_for(nbytes: int, count: int, k: int, chunk: int | None = None) -> int:
+    """Return how many of a node's ``k`` ranks run the torus phase for ``nbytes`` (``count`` elements)."""
+    c = rc.node_chunk if chunk is None else chunk
+    want = k if c == 0 else max(1, nbytes // max(1, c))
+    return max(1, min(k, want, count))
+
+
+def flat_dims(nodes: tuple[int, ...], k: int) -> tuple[int, ...]:
+    """Return the torus of ranks of a node torus: ``nodes + (k,)`` (a node's ranks are the fastest side)."""
+    return (*nodes, k)
+
+
+class NodeLayout:
+    """The nodes of one communicator: this rank's node and lane communicators and its shared window."""
+
+    def __init__(self, comm: MPI.Comm) -> None:
+        """Find the nodes (collective over ``comm``); ``problem`` says why they cannot serve a node torus."""
+        timeout = rc.timeout
+        arrive(comm, timeout)
+        p, me = comm.Get_size(), comm.Get_rank()
+        shm = comm.Split_type(MPI.COMM_TYPE_SHARED, key=me)
+        try:
+            first = shm.allreduce(me, op=MPI.MIN)
+        finally:
+            shm.Free()
+        every: list[int] = bounded_allgather(comm, first, "finding the nodes", timeout) if p > 1 else [first]
+        self.p = p
+        self.problem: str | None = None
+        want = rc.ranks_per_node
+        if want is not None:
+            k = want
+            if p % k:
+                self.problem = (f"$SWING_MPI_RANKS_PER_NODE={k} does not divide the communicator's {p} ranks")
+            else:
+                apart = [g for g in range(p // k) if len(set(every[g * k:(g + 1) * k])) != 1]
+                if apart:
+                    g = apart[0]
+                    self.problem = (f"$SWING_MPI_RANKS_PER_NODE={k} makes ranks {g * k}-{g * k + k - 1} a node, "
+                                    "but MPI does not place them in one shared-memory domain")
+        else:
+            sizes: dict[int, int] = {}
+            for f in every:
+                sizes[f] = sizes.get(f, 0) + 1
+            k = max(sizes.values())
+            if len(set(sizes.values())) != 1:
+                self.problem = ("the nodes hold different numbers of ranks: "
+                                + ", ".join(f"{n} on the node of rank {f}" for f, n in sorted(sizes.items())))
+            else:
+                scattered = [r for r in range(p) if every[r] != every[(r // k) * k]]
+                if scattered:
+                    self.problem = (f"the ranks of a node are not consecutive (rank {scattered[0]} is on the node "
+                                    f"of rank {every[scattered[0]]}): a node must hold ranks iK..iK+K-1; "
+                                    "renumber (comm.Split(0, key)) or place ranks by node")
+        self.k = k
+        """Ranks a node."""
+        self.nodes = p // k
+        self.node = me // k
+        """This rank's node (its torus position)."""
+        self.local = me % k
+        """This rank's place in its node (the lane it serves)."""
+        self.node_comm: Any = None
+        self.lane_comm: Any = None
+        if self.problem is None:
+            self.node_comm = comm.Split(self.node, self.local)
+            self.lane_comm = comm.Split(self.local, self.node)
+        self._win: Any = None
+        self._slots: list[np.ndarray] = []
+        self._cap = 0
+        self.calls = 0
+        """Blocking node calls so far (selects the half of the slots a call uses)."""
+
+    def check(self, nodes: tuple[int, ...]) -> None:
+        """Raise ``ValueError`` (on every rank alike) unless the nodes fill the torus ``nodes``."""
+        shape = "x".join(map(str, nodes))
+        if self.problem is not None:
+            raise ValueError(f"dims {shape} make a torus of nodes ({self.p} ranks on {math.prod(nodes)} nodes), "
+                             f"but {self.problem}")
+        if self.nodes != math.prod(nodes):
+            found = f"{self.nodes} node{'s' if self.nodes > 1 else ''}"
+            raise ValueError(f"dims {shape} make a torus of {math.prod(nodes)} nodes, but the communicator's "
+                             f"{self.p} ranks are on {found} of {self.k} (give dims of {found}, or of {self.p} ranks)")
+
+    def slots(self, nbytes: int) -> list[np.ndarray]:
+        """Return every node rank's slot (two halves of at least ``nbytes``), growing the window if needed.
+
+        Collective over the node (every rank asks for the same size).
+        """
+        need = 2 * nbytes
+        if need > self._cap:
+            self.free_window()
+            cap = 1 << max(12, (need - 1).bit_length())
+            self._win = MPI.Win.Allocate_shared(cap, 1, comm=self.node_comm)
+            self._win.Lock_all(MPI.MODE_NOCHECK)
+            self._slots = [np.frombuffer(self._win.Shared_query(i)[0], np.uint8)[:cap] for i in range(self.k)]
+            self._cap = cap
+        return self._slots
+
+    def sync(self) -> None:
+        """Wait for the node's ranks (a barrier), with the window's memory made consistent before and after it."""
+        self._win.Sync()
+        self.node_comm.Barrier()
+        self._win.Sync()
+
+    def free_window(self) -> None:
+        """Free the shared window (collective over the node)."""
+        if self._win is not None:
+            self._win.Unlock_all()
+            self._win.Free()
+            self._win = None
+            self._slots = []
+            self._cap = 0
+
+    def free(self) -> None:
+        """Free the window and the communicators."""
+        if MPI.Is_finalized():
+            return
+        self.free_window()
+        for c in (self.node_comm, self.lane_comm):
+            if c is not None and c != MPI.COMM_NULL:
+                c.Free()
+        self.node_comm = self.lane_comm = None
+
+
+_KEYVAL: int | None = None
+_LOCK = threading.Lock()
+
+
+def _delete(comm: MPI.Comm, keyval: int, layout: NodeLayout) -> None:
+    try:
+        layout.free()
+    except Exception:  # never raise out of an MPI callback
+        pass
+
+
+def node_layout(comm: MPI.Comm) -> NodeLayout:
+    """Return the nodes of ``comm``, found (collectively) on the first call and kept on the communicator."""
+    global _KEYVAL
+    if _KEYVAL is None:
+        with _LOCK:
+            if _KEYVAL is None:
+                _KEYVAL = MPI.Comm.Create_keyval(delete_fn=_delete)
+    layout: Any = comm.Get_attr(_KEYVAL)
+    if layout is None or layout.k != (rc.ranks_per_node or layout.k):
+        if layout is not None:
+            layout.free()
+        layout = NodeLayout(comm)
+        comm.Set_attr(_KEYVAL, layout)
+    return layout
+
+
+def allreduce(layout: NodeLayout, nodes: tuple[int, ...], a: Args, op: MPI.Op, sendbuf: Any,
+              lane_call: Any) -> None:
+    """Run one blocking node-aware allreduce (see the module's docstring) on checked arguments ``a``.
+
+    ``lane_call(comm, spec)`` runs the torus allreduce in place on ``spec`` among ``comm``'s ranks.
+    """
+    count, ext, dt = a.count, a.recv.extent, a.datatype
+    if not count:
+        return
+    nbytes = count * ext
+    k, j = layout.k, layout.local
+    lanes = lanes_for(nbytes, count, k)
+    parts = chunks(count, lanes)
+    slots = layout.slots(nbytes)
+    half = (layout.calls & 1) * (len(slots[0]) // 2)  # the same halves whatever the size: a late reader keeps its
+    layout.calls += 1
+    mine = slots[j][half:half + nbytes]
+    recv = a.recv.data[:nbytes]
+    source = recv if a.send is None else a.send.data[:nbytes]
+    mine[...] = source
+    layout.sync()
+    if j < lanes:
+        start, n = parts[j]
+        lo, hi = start * ext, (start + n) * ext
+        if n:
+            acc = recv[lo:hi]
+            red = Reducer(op, dt)
+            red.first(slots[1][half + lo:half + hi], slots[0][half + lo:half + hi], acc, False)
+            for i in range(2, k):
+                red(slots[i][half + lo:half + hi], acc, False)
+            lane_call(layout.lane_comm, [acc, n, dt])
+            mine[lo:hi] = acc
+    layout.sync()
+    for i, (start, n) in enumerate(parts):
+        if i != j and n:
+            lo, hi = start * ext, (start + n) * ext
+            recv[lo:hi] = slots[i][half + lo:half + hi]
