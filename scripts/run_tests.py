@@ -33,8 +33,9 @@ SIZES = [1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 12, 15, 16]  # 9: 3x3, the smallest powe
 WHOLE_SIZES = {1, 2, 3, 4, 5}
 """Sizes that run every file of tests/mpi; the others run :data:`ALGORITHM_FILES` only, to keep CI short."""
 ALGORITHM_FILES = ("tests/mpi/test_allreduce.py", "tests/mpi/test_executor_paths.py", "tests/mpi/test_collectives.py",
-                   "tests/mpi/test_fuzz.py", "tests/mpi/test_mismatch.py")
-"""Every algorithm, collective and executor path against MPI, random cases, and ranks that disagree."""
+                   "tests/mpi/test_fuzz.py", "tests/mpi/test_mismatch.py", "tests/mpi/test_nodes.py")
+"""Every algorithm, collective and executor path against MPI, random cases, ranks that disagree, and nodes of
+several ranks."""
 UNIT_GROUPS = (("tests/unit/test_schedule.py", "tests/unit/test_hamiltonian.py"), ("tests/unit",))
 """The unit tests run as two pytest processes at once (about equal halves; the second skips the first's
 files); tests/launch and tests/lab run after them, alone, since they time their own jobs."""

@@ -76,8 +76,8 @@ _os.dup2(_os.open(f"stderr.{_rank}", _os.O_WRONLY | _os.O_CREAT | _os.O_TRUNC), 
 def launch(mpiexec: Path, tmp_path: Path) -> Launch:
     """Run a Python program on ``n`` ranks under ``python -m mpi4py``; return the finished process.
 
-    ``launch(program, n, *args, env={...}, timeout=120, stderr_files=False)``: ``program`` is
-    dedented and written to a file; stdout and stderr come back together in ``.stdout``.
+    ``launch(program, n, *args, env={...}, timeout=120, stderr_files=False, mpiexec_args=())``: ``program`` is
+    dedented and written to a file (``mpiexec_args`` go to the launcher before ``-n``); stdout and stderr come back together in ``.stdout``.
     ``timeout`` bounds the whole launch from here as well (``MPIEXEC_TIMEOUT`` bounds it inside the
     launcher). With ``stderr_files``, each rank writes its stderr to ``stderr.RANK`` instead, and
     ``.stderr`` holds them all in rank order: for a job that aborts, whose output the launcher
@@ -85,10 +85,11 @@ def launch(mpiexec: Path, tmp_path: Path) -> Launch:
     it arrived), while a write to a file is done before the abort begins.
     """
     def run(program: str, n: int, *args: str, env: dict[str, str] | None = None,
-            timeout: float = 120, stderr_files: bool = False) -> subprocess.CompletedProcess:
+            timeout: float = 120, stderr_files: bool = False,
+            mpiexec_args: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
         script = tmp_path / "job.py"
         script.write_text((_STDERR_TO_FILE if stderr_files else "") + textwrap.dedent(program))
-        cmd = [str(mpiexec), "-n", str(n), sys.executable, "-m", "mpi4py", str(script), *args]
+        cmd = [str(mpiexec), *mpiexec_args, "-n", str(n), sys.executable, "-m", "mpi4py", str(script), *args]
         r = subprocess.run(cmd, env=job_env(**(env or {})), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                            text=True, timeout=timeout, cwd=tmp_path)
         if stderr_files:
