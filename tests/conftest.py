@@ -77,7 +77,8 @@ def launch(mpiexec: Path, tmp_path: Path) -> Launch:
     """Run a Python program on ``n`` ranks under ``python -m mpi4py``; return the finished process.
 
     ``launch(program, n, *args, env={...}, timeout=120, stderr_files=False, mpiexec_args=())``: ``program`` is
-    dedented and written to a file (``mpiexec_args`` go to the launcher before ``-n``); stdout and stderr come back together in ``.stdout``.
+    dedented and written to a file (``mpiexec_args`` go to the launcher before ``-n``); stdout and
+    stderr come back together in ``.stdout``.
     ``timeout`` bounds the whole launch from here as well (``MPIEXEC_TIMEOUT`` bounds it inside the
     launcher). With ``stderr_files``, each rank writes its stderr to ``stderr.RANK`` instead, and
     ``.stderr`` holds them all in rank order: for a job that aborts, whose output the launcher
