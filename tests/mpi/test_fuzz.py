@@ -51,7 +51,7 @@ from mpi4py import MPI
 from reference import reference_allreduce, wraps
 
 import swing_mpi
-from swing_mpi import ALGORITHMS
+from swing_mpi import ALGORITHMS, rc
 from swing_mpi.topology import prime_factors
 
 pytestmark = pytest.mark.mpi
@@ -174,7 +174,22 @@ def make_case(seed: int, p: int, i: int) -> dict:
         "repeat": int(rng.integers(1, 3)) if mode == "init" else 1,
         "testloop": bool(rng.random() < 0.5),
         "special": bool(rng.random() < 0.3),
+        **random_nodes(rng, p),
     }
+
+
+def random_nodes(rng: np.random.Generator, p: int) -> dict:
+    """Make a quarter of the cases, where a node of 2-4 ranks divides p, run on a torus of nodes of K ranks.
+
+    ``chunk``: the lanes' least bytes (16: every rank of a node leads a lane; None: the default).
+    Drawn last, so the other fields of a case do not depend on it.
+    """
+    ks = [k for k in (2, 3, 4) if p % k == 0]
+    if not ks or rng.random() >= 0.25:
+        return {"node": None, "chunk": None}
+    k = int(rng.choice(ks))
+    return {"node": k, "dims": random_dims(rng, p // k) or (p // k,),
+            "chunk": [16, None][int(rng.integers(2))]}
 
 
 def describe(c: dict) -> str:
@@ -182,6 +197,8 @@ def describe(c: dict) -> str:
     extra = f" repeat={c['repeat']}" if c["mode"] == "init" else ""
     extra += " testloop" if c["mode"] == "iallreduce" and c["testloop"] else ""
     extra += " specials" if c["special"] else ""
+    if c["node"]:
+        dims += f" (nodes of {c['node']}{', chunk ' + str(c['chunk']) if c['chunk'] else ''})"
     return (f"case {c['i']}: {c['algorithm']} dims={dims} count={c['count']} {c['kind']} {c['op']} "
             f"inplace={c['inplace']} spec={c['spec']}{'+' + str(c['pad']) if c['pad'] else ''} "
             f"mode={c['mode']} api={c['api']}{extra}")
@@ -406,6 +423,8 @@ def run_case(c: dict, st: Setup, seed: int) -> tuple[list[str], int]:
     mode = c["mode"]
     req = None
     pad = c["pad"] * per
+    rc.ranks_per_node = c["node"]
+    rc.node_chunk = c["chunk"]
     try:
         # buffers, bound once (persistent requests keep them)
         x = np.zeros(n * per + pad, dt)
@@ -459,6 +478,7 @@ def run_case(c: dict, st: Setup, seed: int) -> tuple[list[str], int]:
                 req.Free()
             except Exception as e:  # noqa: BLE001
                 problems.append(f"Free() raised {type(e).__name__}: {e}")
+        rc.ranks_per_node = rc.node_chunk = None
     return problems, zlib.crc32(repr(crcs).encode())
 
 
@@ -495,7 +515,7 @@ def test_make_case_is_a_function_of_seed_size_index():
     assert a == b
     for c in a:
         if c["dims"] is not None:
-            assert math.prod(c["dims"]) == P and 1 <= len(c["dims"]) <= 3
+            assert math.prod(c["dims"]) * (c["node"] or 1) == P and 1 <= len(c["dims"]) <= 3
         assert 0 <= c["count"] <= MAX_COUNT + 1
 
 
