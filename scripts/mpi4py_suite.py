@@ -42,6 +42,7 @@ Usage::
 
     python scripts/mpi4py_suite.py --sizes 1,2,3,4
     python scripts/mpi4py_suite.py --algorithms all --sizes 2,4 --control
+    python scripts/mpi4py_suite.py --ranks-per-node 2 --sizes 4,6,8   # COMM_WORLD a ring of nodes of 2
 """
 
 from __future__ import annotations
@@ -158,6 +159,9 @@ def run_one(mpiexec: str, n: int, algorithm: str, testdir: Path, outdir: Path, a
         f.unlink()
     env = dict(os.environ, MPIEXEC_TIMEOUT=str(args.timeout), PYTHONDONTWRITEBYTECODE="1")
     env.pop("SWING_MPI_ALGORITHM", None)
+    env.pop("SWING_MPI_RANKS_PER_NODE", None)
+    if args.ranks_per_node and algorithm != CONTROL:
+        env["SWING_MPI_RANKS_PER_NODE"] = str(args.ranks_per_node)
     if algorithm != CONTROL:
         env["SWING_MPI_ALGORITHM"] = algorithm
     cmd = [mpiexec, "-n", str(n), sys.executable, "-m", "mpi4py", str(Path(__file__).resolve()),
@@ -201,6 +205,9 @@ def main() -> int:
     ap.add_argument("--sizes", default="1,2,3,4", help="mpiexec sizes, comma separated (default 1,2,3,4)")
     ap.add_argument("--algorithms", default=DEFAULT_ALGORITHMS,
                     help=f"SWING_MPI_ALGORITHM values, comma separated, or 'all' (default {DEFAULT_ALGORITHMS})")
+    ap.add_argument("--ranks-per-node", type=int, default=0, metavar="K",
+                    help="make each K consecutive ranks a node and COMM_WORLD's dims the ring of its nodes "
+                         "(sizes K does not divide are left out)")
     ap.add_argument("--control", action="store_true",
                     help="also run with mpi4py's own communicator (checks the harness)")
     ap.add_argument("--all-methods", action="store_true",
@@ -226,6 +233,11 @@ def main() -> int:
             sys.exit(f"mpi4py_suite: unknown algorithm {a!r}; known: {', '.join(algorithm_names())}")
     algos = ([CONTROL] if args.control else []) + list(algos)
     sizes = [int(s) for s in args.sizes.split(",") if s]
+    if args.ranks_per_node:
+        left = [n for n in sizes if n % args.ranks_per_node or n == args.ranks_per_node and n == 1]
+        sizes = [n for n in sizes if n not in left]
+        if left:
+            print(f"== --ranks-per-node {args.ranks_per_node}: sizes {left} left out (not whole nodes)", flush=True)
     version = mpi4py.__version__
     sdist = fetch_sdist(version, cache_dir(args.cache_dir), args.sdist)
     work = Path(tempfile.mkdtemp(prefix="swing-mpi4py-suite-"))
@@ -350,7 +362,8 @@ def worker(testdir: Path, outdir: Path, comm_kind: str, all_methods: bool) -> in
                     calls[_name] += 1
                     return _fn(*a, **k)
                 setattr(mod, name, counted)  # Intracomm's methods look these names up at call time
-        world = swing_mpi.Intracomm(MPI.COMM_WORLD)
+        k = swing_mpi.rc.ranks_per_node  # --ranks-per-node: COMM_WORLD's dims are the ring of its nodes
+        world = swing_mpi.Intracomm(MPI.COMM_WORLD, dims=None if not k else str(MPI.COMM_WORLD.Get_size() // k))
         self_ = swing_mpi.Intracomm(MPI.COMM_SELF)
         proxy = types.ModuleType(MPI.__name__)
         proxy.__dict__.update(vars(MPI))

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import math
 import threading
-from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -46,22 +45,10 @@ from .buffers import Args
 from .config import rc
 from .reducer import Reducer
 from .state import arrive
-from .topology import parse_dims
+from .topology import node_dims
 from .waiting import bounded_allgather
 
 __all__ = ["NodeLayout", "node_layout", "node_torus", "chunks", "lanes_for", "allreduce", "flat_dims"]
-
-
-@lru_cache(maxsize=64)
-def _node_torus(spec: Any, p: int) -> tuple[int, ...] | None:
-    try:
-        dims = parse_dims(spec)
-    except ValueError:
-        return None  # "2d" and bad specs: the flat path says what is wrong
-    n = math.prod(dims)
-    if n == p or n < 1 or p % n:
-        return None
-    return dims
 
 
 def node_torus(comm: MPI.Comm, dims: Any) -> tuple[int, ...] | None:
@@ -71,12 +58,7 @@ def node_torus(comm: MPI.Comm, dims: Any) -> tuple[int, ...] | None:
     left to the flat path to accept or refuse (a product that does not divide the rank count).
     """
     spec = dims if dims is not None else rc.dims
-    if spec is None:
-        return None
-    try:
-        return _node_torus(spec, comm.Get_size())
-    except TypeError:  # unhashable (a list): not cached
-        return _node_torus.__wrapped__(spec, comm.Get_size())
+    return None if spec is None else node_dims(spec, comm.Get_size())
 
 
 def chunks(count: int, lanes: int) -> list[tuple[int, int]]:

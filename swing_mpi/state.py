@@ -33,7 +33,7 @@ from .choose import Tuning, tuning_for_comm
 from .config import rc
 from .executor import Plan
 from .schedule import AUTO, Schedule
-from .topology import Torus, parse_dims
+from .topology import Torus, node_dims, parse_dims
 from .waiting import bounded_bcast, node_info, wait_collective
 
 __all__ = ["CommState", "comm_state", "find_state", "dims_for", "requested_algorithm", "arrive",
@@ -215,15 +215,20 @@ def dims_for(comm: MPI.Comm, dims: Any = None) -> tuple[int, ...]:
     """Return the torus dims a call on ``comm`` with ``dims=dims`` uses.
 
     ``dims`` itself if given, else ``$SWING_MPI_DIMS``, the communicator's
-    Cartesian topology, or a ring of all ranks. Local: no communication.
+    Cartesian topology, or a ring of all ranks. Local: no communication. Dims of
+    nodes (a product that divides the rank count, :mod:`swing_mpi.nodes`) come back
+    as given: the torus the nodes form.
     """
     p = comm.Get_size()
     if dims is None:
         if rc.dims:
-            return _parse_dims_cached(rc.dims, p)
+            return node_dims(rc.dims, p) or _parse_dims_cached(rc.dims, p)
         if comm.Get_topology() == MPI.CART:
             return Torus.from_cartcomm(MPI.Cartcomm(comm)).dims
         return (p,)
+    nodes = node_dims(dims, p)
+    if nodes is not None:
+        return nodes
     if isinstance(dims, str) or (isinstance(dims, tuple) and all(type(d) is int for d in dims)):
         # the cache matches keys by equality, where (2.0,) == (True, 2) == (2,): only plain ints share it
         return _parse_dims_cached(dims, p)

@@ -15,10 +15,10 @@ import numbers
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Any, Union
 
-__all__ = ["Torus", "DimsLike", "parse_dims", "balanced_dims", "prime_factors", "require_two_nodes"]
+__all__ = ["Torus", "DimsLike", "parse_dims", "node_dims", "balanced_dims", "prime_factors", "require_two_nodes"]
 
 DimsLike = Union["Torus", str, int, Sequence[int], None]
 
@@ -111,9 +111,30 @@ def parse_dims(spec: Any, p: int | None = None) -> tuple[int, ...]:
     if p is not None and math.prod(dims) != p:
         raise ValueError(
             f"torus dims {'x'.join(map(str, dims))} hold {math.prod(dims)} ranks, "
-            f"but the communicator has {p}"
+            f"but the communicator has {p} (dims of nodes must divide the ranks)"
         )
     return dims
+
+
+@lru_cache(maxsize=64)
+def _node_dims(spec: Any, p: int) -> tuple[int, ...] | None:
+    try:
+        dims = parse_dims(spec)
+    except ValueError:
+        return None  # "2d" and bad specs: parse_dims(spec, p) says what is wrong
+    n = math.prod(dims)
+    return None if n == p or p % n else dims
+
+
+def node_dims(spec: Any, p: int) -> tuple[int, ...] | None:
+    """Return ``spec``'s dims where they are a torus of nodes: fewer places than the ``p`` ranks, dividing them.
+
+    ``None``: a torus of ranks (product ``p``), or dims for :func:`parse_dims` to accept or refuse.
+    """
+    try:
+        return _node_dims(spec, p)
+    except TypeError:  # unhashable (a list): not cached
+        return _node_dims.__wrapped__(spec, p)
 
 
 @dataclass(frozen=True)
