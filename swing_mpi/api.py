@@ -8,6 +8,7 @@ all-gather are in :mod:`swing_mpi.collectives`; :class:`Intracomm` offers all of
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -16,7 +17,7 @@ from mpi4py import MPI
 from . import collectives
 from .buffers import Args, BufferSpec, call_args, op_facts
 from .choose import algorithm_names, check_name, decide, supports
-from .nodes import node_torus
+from .nodes import lanes_for, node_torus
 from .online import Trial
 from .pipeline import BLOCKING, NONBLOCKING, PERSISTENT, call, decision_for
 from .repeat import LAST_NATIVE, NATIVE_RECORDS, NATIVE_SHAPES, NO_RECORD, RECORDS, again, native_again
@@ -52,6 +53,12 @@ def resolve(algorithm: str | None, p: int, nbytes: int, op: MPI.Op, datatype: MP
     passes its communicator's, equal on all ranks).
     """
     exact, native_ok = op_facts(op, datatype)
+    if dims is not None and len(dims) and p % math.prod(dims) == 0 and math.prod(dims) < p and nbytes:
+        # dims of nodes (swing_mpi.nodes): each lane's allreduce among the nodes decides on its chunk
+        k = p // math.prod(dims)
+        n = count if count is not None else nbytes
+        lanes = lanes_for(nbytes, n, k)
+        p, nbytes = math.prod(dims), -(-nbytes // lanes)
     return decide(requested_algorithm(algorithm), p, dims if dims is not None else (p,), nbytes, exact=exact,
                   commutative=op.Is_commutative(), native_ok=native_ok, tuning=tuning).algorithm
 
@@ -145,12 +152,12 @@ def auto_trial(comm: MPI.Intracomm, recvbuf: Any, op: MPI.Op = MPI.SUM, *, dims:
     """Return the trial ``auto`` runs for blocking allreduces like this one (:mod:`swing_mpi.online`).
 
     ``None`` where it tries nothing (no measured table with close contenders, a
-    user-defined op or datatype, or ``SWING_MPI_TRIAL=off``). Collective on a communicator's first use, like the
-    call itself; a benchmark calls until ``trial.pick`` is set to time what
+    user-defined op or datatype, dims of nodes, or ``SWING_MPI_TRIAL=off``). Collective on a
+    communicator's first use, like the call itself; a benchmark calls until ``trial.pick`` is set to time what
     ``auto`` settles on.
     """
     a: Args = call_args("allreduce", comm, None, recvbuf, op)
-    if not a.count:
+    if not a.count or node_torus(comm, dims) is not None:  # dims of nodes: each lane's calls try on their own
         return None
     return decision_for("allreduce", comm, a, op, AUTO, dims)[2]
 

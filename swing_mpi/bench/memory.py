@@ -11,12 +11,14 @@ machine's available memory shared by the ranks on it.
 
 from __future__ import annotations
 
+import math
 import socket
 import sys
 from typing import Any
 
 import numpy as np
 
+from ..nodes import lanes_for
 from ..schedule import AUTO, NATIVE
 from ..units import format_size
 
@@ -67,19 +69,26 @@ def memory_budget(comm: Any) -> tuple[int, int, int] | None:
     return min(known) if known else None
 
 
-def work_bytes(name: str, dims: tuple[int, ...], rank: int, nbytes: int, itemsize: int, exact: bool) -> int:
+def work_bytes(name: str, dims: tuple[int, ...], rank: int, nbytes: int, itemsize: int, exact: bool,
+               p: int | None = None) -> int:
     """About the most bytes one rank allocates to run ``name`` on ``nbytes``, beyond the caller's buffers.
 
     A plan's scratch holds what a step receives before it is reduced: the
     largest step's receives over all lanes (half a vector for the
     bandwidth-optimal schedules, a whole one for ``recdoub``); a schedule with
     ``slots`` (``swing-lat``'s contributions form keeps one vector per rank)
-    adds those. MPI's own collective is taken as one vector of temporary space.
+    adds those. MPI's own collective is taken as one vector of temporary space. ``p``: the ranks, where
+    ``dims`` may be a torus of nodes (:mod:`swing_mpi.nodes`).
     """
     from ..schedule import ALGORITHMS, build_schedule
 
     if name not in ALGORITHMS:
         return nbytes
+    if p is not None and math.prod(dims) < p:  # dims of nodes: a lane's chunk among nodes, and the node's slots
+        k = p // math.prod(dims)
+        count = max(0, nbytes // itemsize)
+        lanes = lanes_for(nbytes, count, k) if count else 1
+        return 2 * nbytes + work_bytes(name, dims, rank // k, -(-nbytes // lanes), itemsize, exact)
     s = build_schedule(name, dims, rank, max(0, nbytes // itemsize), exact=exact)
     steps = max((len(lane) for lane in s.lanes), default=0)
     step_recv = max((sum(t.recv_count for lane in s.lanes if k < len(lane) for t in lane[k].transfers)
@@ -100,8 +109,9 @@ def fit(comm: Any, algs: list[str], runs: dict[str, str], left_out: dict[str, st
     from mpi4py import MPI
 
     per_rank, ranks, avail = budget
+    me, p = comm.Get_rank(), comm.Get_size()
     mine = np.array([0 if a == AUTO and runs[a] in algs else
-                     work_bytes(runs[a], dims, comm.Get_rank(), nbytes, itemsize, exact) for a in algs], np.int64)
+                     work_bytes(runs[a], dims, me, nbytes, itemsize, exact, p) for a in algs], np.int64)
     comm.Allreduce(MPI.IN_PLACE, mine, op=MPI.MAX)  # one collective for the point, not one per algorithm
     need = dict(zip(algs, (int(n) for n in mine)))
     total = 3 * nbytes + sum(need.values())  # the point's own input, output and reference arrays
