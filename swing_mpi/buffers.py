@@ -138,8 +138,12 @@ _NUMPY_TYPES: dict[np.dtype, tuple[MPI.Datatype, int]] = {}
 """What :func:`parse_buffer` inferred for a plain numpy array of each dtype: (datatype, extent)."""
 
 
-def parse_buffer(spec: Any, *, writable: bool, where: str) -> BufferSpec:
-    """Validate an mpi4py buffer spec; ``where`` names it in error messages."""
+def parse_buffer(spec: Any, *, writable: bool, where: str, blocks: int = 1) -> BufferSpec:
+    """Validate an mpi4py buffer spec; ``where`` names it in error messages.
+
+    ``blocks``: the buffer holds one block per rank (an all-gather's receive buffer, a
+    reduce-scatter-block's input), where mpi4py reads an explicit count as the count of one block.
+    """
     if type(spec) is np.ndarray:  # the common case, in a tenth of the time: a dtype inferred before
         known = _NUMPY_TYPES.get(spec.dtype)
         if known is not None:
@@ -174,7 +178,7 @@ def parse_buffer(spec: Any, *, writable: bool, where: str) -> BufferSpec:
             raise TypeError(f"{where}: displacement must be an int, got {type(displ).__name__}")
         if displ < 0:
             raise ValueError(f"{where}: displacement must be >= 0, got {displ}")
-        count, displ = None if count is None else int(count), int(displ)
+        count, displ = None if count is None else int(count) * blocks, int(displ)
     else:
         obj = spec
     if obj is None and isinstance(spec, (tuple, list)) and count in (None, 0):
@@ -394,8 +398,13 @@ def call_args(operation: str, comm: Any, sendbuf: Any, recvbuf: Any, op: Any, re
     check_comm_op(comm, op)
     if op is None and operation != "allgather":
         raise TypeError(f"op must be an MPI.Op, got None (an {operation} reduces: MPI.SUM, MPI.MAX, ...)")
-    recv = parse_buffer(recvbuf, writable=True, where="recvbuf")
-    send = None if is_in_place(sendbuf) else parse_buffer(sendbuf, writable=False, where="sendbuf")
+    # mpi4py reads an explicit count of a buffer of one block per rank as the count of a block
+    in_place = is_in_place(sendbuf)
+    p = comm.Get_size()
+    whole = operation == "allgather" or operation == "reduce_scatter_block" and in_place
+    recv = parse_buffer(recvbuf, writable=True, where="recvbuf", blocks=p if whole else 1)
+    send = None if in_place else parse_buffer(sendbuf, writable=False, where="sendbuf",
+                                              blocks=p if operation == "reduce_scatter_block" else 1)
     if send is not None and (operation != "reduce_scatter" or recvcounts is not None):
         # before the counts, as mpi4py: 4 int32 into 16 bytes is a datatype mismatch, not a count one
         # (a reduce-scatter that gathers its counts checks it there, so that every rank raises alike)

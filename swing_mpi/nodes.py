@@ -48,7 +48,8 @@ from .state import arrive
 from .topology import node_dims
 from .waiting import bounded_allgather
 
-__all__ = ["NodeLayout", "node_layout", "node_torus", "chunks", "lanes_for", "allreduce", "flat_dims"]
+__all__ = ["NodeLayout", "node_layout", "node_torus", "chunks", "lanes_for", "allreduce", "reduce_scatter",
+           "allgather", "flat_dims"]
 
 
 def node_torus(comm: MPI.Comm, dims: Any) -> tuple[int, ...] | None:
@@ -235,9 +236,7 @@ def allreduce(layout: NodeLayout, nodes: tuple[int, ...], a: Args, op: MPI.Op, s
     k, j = layout.k, layout.local
     lanes = lanes_for(nbytes, count, k)
     parts = chunks(count, lanes)
-    slots = layout.slots(nbytes)
-    half = (layout.calls & 1) * (len(slots[0]) // 2)  # the same halves whatever the size: a late reader keeps its
-    layout.calls += 1
+    slots, half = _half(layout, nbytes)
     mine = slots[j][half:half + nbytes]
     recv = a.recv.data[:nbytes]
     source = recv if a.send is None else a.send.data[:nbytes]
@@ -259,3 +258,77 @@ def allreduce(layout: NodeLayout, nodes: tuple[int, ...], a: Args, op: MPI.Op, s
         if i != j and n:
             lo, hi = start * ext, (start + n) * ext
             recv[lo:hi] = slots[i][half + lo:half + hi]
+
+
+def _half(layout: NodeLayout, nbytes: int) -> tuple[list[np.ndarray], int]:
+    """Return the slots (at least ``nbytes`` a half) and the offset of the half this call writes.
+
+    The halves are the same whatever the size, so a rank still reading the last call's half never
+    sees this call's writes; a rank writes a half again only after the next call's barrier.
+    """
+    slots = layout.slots(nbytes)
+    half = (layout.calls & 1) * (len(slots[0]) // 2)
+    layout.calls += 1
+    return slots, half
+
+
+def reduce_scatter(layout: NodeLayout, a: Args, op: MPI.Op, lane_call: Any) -> None:
+    """Run one blocking node-aware reduce-scatter: block ``r`` of the reduced vector to rank ``r``.
+
+    Every rank copies its vector into its slot; after a node barrier, rank ``j`` reduces, over the
+    node's slots in rank order, the blocks of the ``j``-th rank of every node (its lane's vector);
+    then ``lane_call(comm, send, recv, counts)`` reduce-scatters that vector among the nodes, block
+    ``n`` to node ``n``: each rank gets its block with no copy back (one barrier a call).
+    """
+    counts = a.counts
+    assert counts is not None
+    ext, dt, k, j = a.recv.extent, a.datatype, layout.k, layout.local
+    total = sum(counts)
+    if not total:
+        return
+    starts = np.concatenate(([0], np.cumsum(counts)[:-1])).tolist()
+    mine_n = counts[layout.node * k + j]
+    source = (a.recv.data if a.send is None else a.send.data)[:total * ext]
+    out = a.recv.data[:mine_n * ext]
+    slots, half = _half(layout, total * ext)
+    slots[j][half:half + total * ext] = source
+    layout.sync()
+    lane_counts = [counts[n * k + j] for n in range(layout.nodes)]
+    work = np.empty(sum(lane_counts) * ext, np.uint8)
+    red = Reducer(op, dt)
+    at = 0
+    for n, c in enumerate(lane_counts):
+        if c:
+            lo = half + starts[n * k + j] * ext
+            hi = lo + c * ext
+            seg = work[at:at + c * ext]
+            red.first(slots[1][lo:hi], slots[0][lo:hi], seg, False)
+            for i in range(2, k):
+                red(slots[i][lo:hi], seg, False)
+            at += c * ext
+    lane_call(layout.lane_comm, [work, sum(lane_counts), dt], [out, mine_n, dt], lane_counts)
+
+
+def allgather(layout: NodeLayout, a: Args, lane_call: Any) -> None:
+    """Run one blocking node-aware all-gather: every rank's block to every rank, in rank order.
+
+    Rank ``j`` of every node all-gathers the blocks of the nodes' ``j``-th ranks among the nodes
+    (``lane_call(comm, send, recv)``) straight into its slot; after a node barrier, every rank copies
+    the ``K`` lanes' blocks into place (one barrier a call).
+    """
+    counts = a.counts
+    assert counts is not None
+    n, ext, dt, k, j = counts[0], a.recv.extent, a.datatype, layout.k, layout.local
+    if not n:
+        return
+    m = layout.nodes
+    block = n * ext
+    recv = a.recv.data[:n * k * m * ext]
+    me = layout.node * k + j
+    send = recv[me * block:(me + 1) * block] if a.send is None else a.send.data[:block]
+    slots, half = _half(layout, m * block)
+    lane_call(layout.lane_comm, [send, dt], [slots[j][half:half + m * block], dt])
+    layout.sync()
+    grid = recv.reshape(m, k, block)
+    for i in range(k):
+        grid[:, i, :] = slots[i][half:half + m * block].reshape(m, block)

@@ -111,15 +111,15 @@ def _on_nodes(operation: str, mode: int, comm: Any, sendbuf: Any, recvbuf: Any, 
               nodes_t: tuple[int, ...], check: bool | None, recvcounts: Any) -> Any:
     """Run a call whose ``dims`` are a torus of nodes (:mod:`swing_mpi.nodes`).
 
-    A blocking allreduce runs the node phases around the torus algorithm among nodes; every other
-    call runs the torus algorithm over all ranks on ``nodes_t + (K,)``. The nodes are checked
-    (collectively, the same verdict on every rank) before anything else.
+    A blocking call runs the node phases around the torus algorithm among nodes; a nonblocking or
+    persistent one runs the torus algorithm over all ranks on ``nodes_t + (K,)``. The nodes are
+    checked (collectively, the same verdict on every rank) before anything else.
     """
     layout = nodes.node_layout(comm)
     layout.check(nodes_t)
     ranks_t = nodes.flat_dims(nodes_t, layout.k)
     requested = algorithm if algorithm is not None else (rc.algorithm or AUTO)
-    if operation != "allreduce" or mode != BLOCKING or requested == NATIVE:
+    if mode != BLOCKING or requested == NATIVE:
         return call(operation, mode, comm, sendbuf, recvbuf, op, algorithm, ranks_t, check, recvcounts)
     checking = rc.check if check is None else bool(check)
     private = guard.private(comm) if checking else None
@@ -134,13 +134,18 @@ def _on_nodes(operation: str, mode: int, comm: Any, sendbuf: Any, recvbuf: Any, 
             guard.verify(private, operation=operation, error=e)
         raise
     if private is not None:
-        guard.verify(private, count=a.count, datatype=a.datatype, op=op, algorithm=requested, dims=ranks_t,
-                     operation=operation)
-
-    def lane_call(lane: Any, spec: Any) -> None:
-        call("allreduce", BLOCKING, lane, MPI.IN_PLACE, spec, op, algorithm, nodes_t, False)
-
-    nodes.allreduce(layout, nodes_t, a, op, sendbuf, lane_call)
+        guard.verify(private, count=a.count, datatype=a.datatype, op=op or MPI.REPLACE, algorithm=requested,
+                     dims=ranks_t, operation=operation, counts=None if operation == "allreduce" else a.counts)
+    if operation == "allreduce":
+        nodes.allreduce(layout, nodes_t, a, op, sendbuf,
+                        lambda lane, spec: call("allreduce", BLOCKING, lane, MPI.IN_PLACE, spec, op, algorithm,
+                                                nodes_t, False))
+    elif operation == "allgather":
+        nodes.allgather(layout, a, lambda lane, send, recv: call("allgather", BLOCKING, lane, send, recv, None,
+                                                                 algorithm, nodes_t, False))
+    else:
+        nodes.reduce_scatter(layout, a, op, lambda lane, send, recv, counts: call(
+            "reduce_scatter", BLOCKING, lane, send, recv, op, algorithm, nodes_t, False, counts))
     return None
 
 

@@ -408,3 +408,28 @@ def test_blocks_of_every_size_math():
         swing_mpi.reduce_scatter_block(WORLD, x, y, algorithm="swing-bw")
         assert np.array_equal(y, P * np.arange(R * n, (R + 1) * n) + P * (P - 1) // 2)
     assert math.prod((P,)) == P
+
+
+@pytest.mark.parametrize("alg", ["swing-bw", "native"])
+def test_an_explicit_count_is_one_block_as_in_mpi4py(alg):
+    """``[buf, n, dt]`` of an all-gather's receive buffer or a reduce-scatter-block's input is ``n`` a rank."""
+    n = 3
+    mine = np.arange(n, dtype=np.int64) + 10 * R
+    ours, theirs = np.full(P * n, -1, np.int64), np.full(P * n, -1, np.int64)
+    swing_mpi.allgather(WORLD, [mine, n, MPI.INT64_T], [ours, n, MPI.INT64_T], algorithm=alg)
+    WORLD.Allgather([mine, n, MPI.INT64_T], [theirs, n, MPI.INT64_T])
+    assert np.array_equal(ours, theirs)
+    ours[...] = -1
+    ours[R * n:(R + 1) * n] = mine
+    swing_mpi.allgather(WORLD, MPI.IN_PLACE, [ours, n, MPI.INT64_T], algorithm=alg)
+    assert np.array_equal(ours, theirs)
+    x = np.arange(P * n, dtype=np.int64) * (R + 1)
+    got, want = np.empty(n, np.int64), np.empty(n, np.int64)
+    swing_mpi.reduce_scatter_block(WORLD, [x, n, MPI.INT64_T], [got, n, MPI.INT64_T], algorithm=alg)
+    WORLD.Reduce_scatter_block([x, n, MPI.INT64_T], [want, n, MPI.INT64_T])
+    assert np.array_equal(got, want)
+    z = x.copy()
+    swing_mpi.reduce_scatter_block(WORLD, MPI.IN_PLACE, [z, n, MPI.INT64_T], algorithm=alg)
+    assert np.array_equal(z[:n], want)
+    with pytest.raises(ValueError, match="recvbuf: count"):  # a total where a block is meant: too long
+        swing_mpi.allgather(WORLD, mine, [ours, P * n + 1, MPI.INT64_T], algorithm=alg)

@@ -8,9 +8,9 @@ too): every allreduce algorithm, ``auto`` and ``native`` meet integer sums (exac
 (MPI's within a tolerance, the same bits on every rank), a non-commutative user op (rank
 order) and sizes that run on one lane and on all ``K``; sizes change from call to call (the
 shared window's halves and growth), buffers are separate or in place, nothing past
-``count`` is written. Nonblocking, persistent, reduce-scatter and all-gather calls with a
-node torus run on the torus of ranks ``dims + (K,)``. Nodes that do not fit are errors on
-every rank before anything is written.
+``count`` is written. Blocking reduce-scatter (even, uneven, in place) and all-gather likewise;
+nonblocking and persistent calls with a node torus run on the torus of ranks ``dims + (K,)``.
+Nodes that do not fit are errors on every rank before anything is written.
 """
 
 from __future__ import annotations
@@ -151,8 +151,56 @@ def test_sizes_that_change_between_calls(nodes_of):
         assert np.array_equal(y, np.arange(n) * P + it * P * (P - 1) // 2), (it, n)
 
 
+HALVES = sorted(a for a, info in ALGORITHMS.items() if "reduce_scatter" in info.collectives)
+
+
 @needs_nodes
-def test_other_calls_run_on_the_torus_of_ranks(nodes_of):
+@pytest.mark.parametrize("chunk", [16, None], ids=["all-lanes", "default-lanes"])
+def test_reduce_scatter_and_allgather_match_mpi(nodes_of, chunk):
+    """Blocking reduce-scatter (even, uneven with zeros, in place) and all-gather on a torus of nodes."""
+    fails = []
+    for i, alg in enumerate(HALVES + ["auto", "native"]):
+        for j, (k, torus) in enumerate(SETUPS):
+            nodes_of(k, chunk)
+            dims = "x".join(map(str, torus))
+            n = [1, 40, 0, 3000][(i + j) % 4]
+            x = (np.arange(P * n, dtype=np.int64) * 5 + R) % 997
+            ref = np.empty(n, np.int64)
+            WORLD.Reduce_scatter_block(x, ref)
+            y = np.full(n + 1, -3, np.int64)
+            if (i + j) % 2 and alg != "native":  # MPI's own may use the rest of an in-place buffer
+                z = np.concatenate([x, [-3]])
+                swing_mpi.reduce_scatter_block(WORLD, MPI.IN_PLACE, [z, n], algorithm=alg, dims=dims)  # n a block
+                y[:n] = z[:n]
+                if not (z[n:P * n] == x[n:]).all():  # MPI leaves the rest of an in-place buffer alone
+                    fails.append(f"{alg} K={k} dims={dims} n={n}: in-place rest written")
+            else:
+                swing_mpi.reduce_scatter_block(WORLD, x, [y, n], algorithm=alg, dims=dims)
+            if not np.array_equal(y[:n], ref) or y[n] != -3:
+                fails.append(f"{alg} K={k} dims={dims} n={n}: reduce_scatter_block")
+            counts = [(r * 7 + i) % 5 for r in range(P)]
+            xv = _floats(sum(counts), i)
+            refv = np.empty(counts[R])
+            WORLD.Reduce_scatter(xv, refv, counts)
+            yv = np.empty(counts[R])
+            swing_mpi.reduce_scatter(WORLD, xv, yv, counts, algorithm=alg, dims=dims)
+            if not np.allclose(yv, refv, rtol=1e-12, atol=1e-12 * P):
+                fails.append(f"{alg} K={k} dims={dims} counts={counts}: reduce_scatter")
+            mine = np.arange(n, dtype=np.int64) + 1000 * R
+            got = np.full(P * n, -1, np.int64)
+            if (i + j) % 2:
+                got[R * n:(R + 1) * n] = mine
+                swing_mpi.allgather(WORLD, MPI.IN_PLACE, got, algorithm=alg, dims=dims)
+            else:
+                swing_mpi.allgather(WORLD, mine, got, algorithm=alg, dims=dims)
+            want = (np.arange(n)[None, :] + 1000 * np.arange(P)[:, None]).ravel()
+            if not np.array_equal(got, want):
+                fails.append(f"{alg} K={k} dims={dims} n={n}: allgather")
+    assert not fails, fails
+
+
+@needs_nodes
+def test_nonblocking_calls_run_on_the_torus_of_ranks(nodes_of):
     k, torus = SETUPS[0]
     nodes_of(k)
     dims = "x".join(map(str, torus))
@@ -171,10 +219,10 @@ def test_other_calls_run_on_the_torus_of_ranks(nodes_of):
     req.Free()
     xs = np.arange(P * 10, dtype=np.int64)
     ys = np.empty(10, np.int64)
-    swing_mpi.reduce_scatter_block(WORLD, xs, ys, dims=dims, algorithm="swing-bw")
+    swing_mpi.ireduce_scatter_block(WORLD, xs, ys, dims=dims, algorithm="swing-bw").Wait()
     assert np.array_equal(ys, P * np.arange(R * 10, R * 10 + 10))
     got = np.empty(P * 3, np.int64)
-    swing_mpi.allgather(WORLD, np.full(3, R, np.int64), got, dims=dims)
+    swing_mpi.iallgather(WORLD, np.full(3, R, np.int64), got, dims=dims).Wait()
     assert np.array_equal(got, np.repeat(np.arange(P), 3))
     comm = swing_mpi.Intracomm(WORLD, dims=dims, algorithm="bucket")
     y2 = np.empty_like(x)
