@@ -44,9 +44,9 @@ from mpi4py import MPI
 from .buffers import Args
 from .config import rc
 from .reducer import Reducer
-from .state import arrive
+from .state import NODE_HINTS, arrive
 from .topology import node_dims
-from .waiting import bounded_allgather
+from .waiting import bounded_allgather, node_info, wait_collective
 
 __all__ = ["NodeLayout", "node_layout", "node_torus", "chunks", "lanes_for", "allreduce", "reduce_scatter",
            "allgather", "flat_dims"]
@@ -135,9 +135,12 @@ class NodeLayout:
         """This rank's place in its node (the lane it serves)."""
         self.node_comm: Any = None
         self.lane_comm: Any = None
+        self.wait, self.threads = node_info(comm, timeout)
+        """How this rank waits and reduces: its node's answer (every rank of the node counts)."""
         if self.problem is None:
             self.node_comm = comm.Split(self.node, self.local)
             self.lane_comm = comm.Split(self.local, self.node)
+            NODE_HINTS[self.lane_comm.py2f()] = (self.wait, self.threads)
         self._win: Any = None
         self._slots: list[np.ndarray] = []
         self._cap = 0
@@ -171,9 +174,13 @@ class NodeLayout:
         return self._slots
 
     def sync(self) -> None:
-        """Wait for the node's ranks (a barrier), with the window's memory made consistent before and after it."""
+        """Wait for the node's ranks (a barrier), with the window's memory made consistent before and after it.
+
+        The barrier is nonblocking and waited for under the node's policy and ``$SWING_MPI_TIMEOUT``.
+        """
         self._win.Sync()
-        self.node_comm.Barrier()
+        wait_collective(self.node_comm.Ibarrier(), self.node_comm, "the node's barrier", rc.timeout,
+                        policy=self.wait)
         self._win.Sync()
 
     def free_window(self) -> None:
@@ -190,6 +197,8 @@ class NodeLayout:
         if MPI.Is_finalized():
             return
         self.free_window()
+        if self.lane_comm is not None:
+            NODE_HINTS.pop(self.lane_comm.py2f(), None)
         for c in (self.node_comm, self.lane_comm):
             if c is not None and c != MPI.COMM_NULL:
                 c.Free()

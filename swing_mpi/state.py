@@ -36,13 +36,17 @@ from .schedule import AUTO, Schedule
 from .topology import Torus, node_dims, parse_dims
 from .waiting import bounded_bcast, node_info, wait_collective
 
-__all__ = ["CommState", "comm_state", "find_state", "dims_for", "requested_algorithm", "arrive",
+__all__ = ["CommState", "comm_state", "find_state", "dims_for", "requested_algorithm", "arrive", "NODE_HINTS",
            "agreed_trial", "PLAN_CACHE_SIZE"]
 
 PLAN_CACHE_SIZE = 64
 """Plans kept per communicator state (least recently used go first)."""
 
 Placement = tuple[int, ...] | None
+
+NODE_HINTS: dict[int, tuple[str, int]] = {}
+"""(wait policy, threads) of communicators that hold only some of a node's ranks (a lane of
+:mod:`swing_mpi.nodes`), by handle: their node's answer, not the one their own ranks would find."""
 
 
 class CommState:
@@ -58,7 +62,8 @@ class CommState:
         try:
             tuning = tuning_for_comm(self.comm, timeout=timeout)
             trial = agreed_trial(self.comm, timeout)
-            wait, threads = node_info(self.comm, timeout)
+            hint = NODE_HINTS.get(comm.py2f())
+            wait, threads = hint if hint is not None else node_info(self.comm, timeout)
         except TimeoutError:  # the communicator is broken: freeing would wait for the missing ranks too
             raise
         except BaseException:  # raised on every rank alike: nothing is left behind

@@ -211,12 +211,13 @@ def census(comm: MPI.Comm, grace: float = CENSUS_GRACE) -> list[int]:
 
 
 def wait_collective(req: MPI.Request, comm: MPI.Comm, what: str, timeout: float | None,
-                    keep: Any = None) -> None:
+                    keep: Any = None, policy: str | None = None) -> None:
     """Wait for the nonblocking collective ``req`` on ``comm``; ``TimeoutError`` naming the missing ranks.
 
     ``timeout`` None: wait forever. ``keep``: buffers the request uses (kept alive if it times out).
+    ``policy``: how to wait (default :func:`default_policy`).
     """
-    if wait_all([req], timeout, default_policy()):
+    if wait_all([req], timeout, policy or default_policy()):
         return
     keep_alive((req, keep))
     missing = census(comm)
