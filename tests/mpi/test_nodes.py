@@ -268,3 +268,15 @@ def test_one_node(nodes_of):
     y = np.empty_like(x)
     swing_mpi.allreduce(WORLD, x, y, dims="1")
     assert np.allclose(y, ref) and _same_everywhere(y)
+
+
+@needs_nodes
+@pytest.mark.skipif(P < 2, reason="one rank: nothing can differ")
+def test_the_mismatch_check_covers_node_calls(nodes_of):
+    k, torus = SETUPS[0]
+    nodes_of(k)
+    n = 10 + (R == P - 1)
+    y = np.full(n, 7.0)
+    with pytest.raises(swing_mpi.CollectiveMismatchError, match="count differs"):
+        swing_mpi.allreduce(WORLD, np.ones(n), y, dims="x".join(map(str, torus)), check=True)
+    assert (y == 7.0).all()
