@@ -100,7 +100,8 @@ def call(operation: str, mode: int, comm: Any, sendbuf: Any, recvbuf: Any, op: A
         return _halves(operation, mode, st, comm.Get_rank(), name, dims_t, a, op or MPI.REPLACE)
     if mode != BLOCKING:
         return _request(mode, st, lambda: build_schedule(name, dims_t, st.rank, a.count, exact=a.exact),
-                        bool(a.count), a.datatype, op, a.recv.data, None if a.send is None else a.send.data)
+                        bool(a.count), a.datatype, op, a.recv.data, None if a.send is None else a.send.data,
+                        key=_key("allreduce", name, dims_t, a.count, a, op))
     plan = _run(st, name, dims_t, a, op, comm, sendbuf, recvbuf)
     if plan is not None and not (checking or rc.check):  # cached: the next call may reuse it
         remember(comm, sendbuf, recvbuf, op, algorithm, dims, a.datatype, st, plan)
@@ -231,7 +232,8 @@ def _halves(operation: str, mode: int, st: CommState, rank: int, name: str, dims
             before = _move(work[rank * n * ext:(rank + 1) * n * ext], a.send.data[:n * ext])
     if mode != BLOCKING:
         return _request(mode, st, lambda: build_half(name, dims_t, st.rank, tuple(blocks), half=half), bool(total),
-                        a.datatype, op, work, source, before=before, out=out)
+                        a.datatype, op, work, source, before=before, out=out,
+                        key=_key(collective, name, dims_t, (tuple(counts), st.placement), a, op))
     st.seq += 1
     if before is not None:
         before()
@@ -241,17 +243,23 @@ def _halves(operation: str, mode: int, st: CommState, rank: int, name: str, dims
 
 
 def _request(mode: int, st: CommState, schedule: Any, moves: bool, datatype: MPI.Datatype, op: MPI.Op,
-             work: np.ndarray, source: np.ndarray | None, **kw: Any) -> Any:
+             work: np.ndarray, source: np.ndarray | None, key: tuple | None = None, **kw: Any) -> Any:
     """Start a nonblocking call, or set up a persistent one, on a plan of its own (none where nothing ``moves``).
 
     A persistent request's plan runs on the communicator and operation number it owns
     (:func:`swing_mpi.request.persistent_comm`): it may start at a different moment on each rank.
+    A nonblocking call takes an idle plan of an earlier one with the same ``key`` (its plan-cache key:
+    None where plans cannot be shared), and gives its plan back when done.
     """
     if mode == PERSISTENT:
         comm, seq = persistent_comm(st)
         plan = Plan(comm, schedule(), datatype, op, wait=st.wait_policy, threads=st.threads) if moves else None
         return persistent_request(st, plan, work, source, seq, **kw)
-    return start_request(st, st.plan(None, schedule, datatype, op) if moves else None, work, source, **kw)
+    if not moves:
+        return start_request(st, None, work, source, **kw)
+    pool = None if key is None else ("nonblocking", *key)
+    plan = st.idle_plan(pool) or st.plan(None, schedule, datatype, op)
+    return start_request(st, plan, work, source, pool=pool, **kw)
 
 
 def _move(dst: np.ndarray, src: np.ndarray) -> Any:

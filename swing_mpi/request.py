@@ -131,6 +131,8 @@ class Request(MPI.Request):
     _err: list[BaseException | None]
     _freed: bool
     _greq: MPI.Grequest | None
+    _pool: Any = None
+    """The key under which the plan goes back to its state's idle plans when the operation is done."""
 
     def _bind(self, st: CommState, plan: Plan | None, work: np.ndarray, source: np.ndarray | None,
               before: Callable[[], None] | None, after: Callable[[], None] | None, out: np.ndarray | None) -> None:
@@ -174,6 +176,9 @@ class Request(MPI.Request):
         finally:
             ENGINE.done(self)
             self._signal()
+        if self._pool is not None and self._plan is not None:  # done with it: the next such call may take it
+            self._st.release_plan(self._pool, self._plan)
+            self._plan = None
 
     def _fail(self, e: BaseException) -> None:
         self._err[0] = e
@@ -348,18 +353,21 @@ class PersistentRequest(Request, MPI.Prequest):
 
 def start_request(st: CommState, plan: Plan | None, work: np.ndarray, source: np.ndarray | None, *,
                   before: Callable[[], None] | None = None, after: Callable[[], None] | None = None,
-                  out: np.ndarray | None = None) -> Request:
+                  out: np.ndarray | None = None, pool: Any = None) -> Request:
     """Start a nonblocking collective on ``plan`` and return its request.
 
     ``work`` is the plan's work vector (bytes) and ``source`` its input when not
     in place; ``before`` runs first (e.g. placing the input block of an
     all-gather), ``after`` when the operation completes; ``out`` receives the
-    plan's result ranges (a reduce-scatter's block, see :meth:`Plan.start`).
+    plan's result ranges (a reduce-scatter's block, see :meth:`Plan.start`). ``pool``: the plan
+    goes back to ``st``'s idle plans under this key once the operation is done
+    (:meth:`~swing_mpi.state.CommState.release_plan`; not after a failure).
     """
     err: list[BaseException | None] = [None]
     greq = MPI.Grequest.Start(_query, None, _no_cancel, (err,))
     req = Request(greq)
     req._bind(st, plan, work, source, before, after, out)
+    req._pool = pool
     req._err = err
     req._greq = greq
     try:

@@ -37,10 +37,12 @@ from .topology import Torus, node_dims, parse_dims
 from .waiting import bounded_bcast, node_info, wait_collective
 
 __all__ = ["CommState", "comm_state", "find_state", "dims_for", "requested_algorithm", "arrive", "NODE_HINTS",
-           "agreed_trial", "PLAN_CACHE_SIZE"]
+           "agreed_trial", "PLAN_CACHE_SIZE", "IDLE_PLANS"]
 
 PLAN_CACHE_SIZE = 64
 """Plans kept per communicator state (least recently used go first)."""
+IDLE_PLANS = 4
+"""Idle plans of nonblocking calls kept per key (as many calls of one kind may be in flight at once)."""
 
 Placement = tuple[int, ...] | None
 
@@ -80,6 +82,9 @@ class CommState:
         self.trials: dict[Hashable, online.Trial | None] = {}
         """Those trials, per size (kept by :func:`swing_mpi.online.trial_for`)."""
         self.plans: OrderedDict[Hashable, Plan] = OrderedDict()
+        self.idle: OrderedDict[Hashable, list[Plan]] = OrderedDict()
+        """Plans of finished nonblocking calls, by key: the next such call takes one instead of building it."""
+        self._idle_lock = threading.Lock()  # requests finish in the progress thread too
         self.vectors: OrderedDict[Hashable, np.ndarray] = OrderedDict()
         """Work vectors of blocking calls that need one besides the user's buffers (reduce-scatter)."""
         self.seq = 0
@@ -117,6 +122,26 @@ class CommState:
             self.plans.move_to_end(key)
         return plan
 
+    def idle_plan(self, key: Hashable | None) -> Plan | None:
+        """Return an idle plan kept under ``key`` (removed from the pool), or None."""
+        if key is None:
+            return None
+        with self._idle_lock:
+            got = self.idle.get(key)
+            return got.pop() if got else None
+
+    def release_plan(self, key: Hashable, plan: Plan) -> None:
+        """Keep the plan of a finished nonblocking call for the next one under ``key`` (a few per key)."""
+        with self._idle_lock:
+            if not self.alive:
+                return
+            kept = self.idle.setdefault(key, [])
+            if len(kept) < IDLE_PLANS:
+                kept.append(plan)
+            self.idle.move_to_end(key)
+            if len(self.idle) > PLAN_CACHE_SIZE:
+                self.idle.popitem(last=False)
+
     def vector(self, key: Hashable | None, nbytes: int) -> np.ndarray:
         """Return a work vector of ``nbytes`` bytes, kept under ``key`` for the next blocking call (None: a new one)."""
         if key is None:
@@ -134,6 +159,8 @@ class CommState:
         """Drop the plans and free the private communicator."""
         self.alive = False
         self.plans.clear()
+        with self._idle_lock:
+            self.idle.clear()
         self.vectors.clear()
         if self.comm != MPI.COMM_NULL and not MPI.Is_finalized():
             for c in self.extra_comms:
