@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 from mpi4py import MPI
 
-from .buffers import Args
+from .buffers import Args, numpy_dtype
 from .config import rc
 from .reducer import Reducer
 from .state import NODE_HINTS, arrive
@@ -141,11 +141,27 @@ class NodeLayout:
             self.node_comm = comm.Split(self.node, self.local)
             self.lane_comm = comm.Split(self.local, self.node)
             NODE_HINTS[self.lane_comm.py2f()] = (self.wait, self.threads)
+        self._typed: tuple[Any, np.ndarray] | None = None
         self._win: Any = None
         self._slots: list[np.ndarray] = []
         self._cap = 0
         self.calls = 0
         """Blocking node calls so far (selects the half of the slots a call uses)."""
+
+    def typed(self, chunk: np.ndarray, dt: MPI.Datatype, n: int) -> Any:
+        """Return the buffer a lane's allreduce runs on: ``chunk`` as a typed array, or an mpi4py buffer spec.
+
+        The array is last call's object where it is the same memory, so the lane's call takes the repeat path.
+        """
+        npt = numpy_dtype(dt)
+        if npt is None:
+            return [chunk, n, dt]
+        key = (chunk.__array_interface__["data"][0], len(chunk), npt)
+        if self._typed is not None and self._typed[0] == key:
+            return self._typed[1]
+        view = chunk.view(npt)
+        self._typed = (key, view)  # one only: it keeps the user's array alive
+        return view
 
     def check(self, nodes: tuple[int, ...]) -> None:
         """Raise ``ValueError`` (on every rank alike) unless the nodes fill the torus ``nodes``."""
@@ -260,7 +276,7 @@ def allreduce(layout: NodeLayout, nodes: tuple[int, ...], a: Args, op: MPI.Op, s
             red.first(slots[1][half + lo:half + hi], slots[0][half + lo:half + hi], acc, False)
             for i in range(2, k):
                 red(slots[i][half + lo:half + hi], acc, False)
-            lane_call(layout.lane_comm, [acc, n, dt])
+            lane_call(layout.lane_comm, layout.typed(acc, dt, n))
             mine[lo:hi] = acc
     layout.sync()
     for i, (start, n) in enumerate(parts):
