@@ -56,13 +56,13 @@ import numpy as np
 from ..schedule import build_sizes
 from ..topology import Torus, parse_dims
 from ..units import SIZE_HELP, parse_size, parse_time
-from .routing import _lane_step_loads, _tile, collect_traffic, default_count
+from .routing import collect_traffic, default_count, step_arrays
 
 __all__ = ["NodeCosts", "NodePhases", "FlatStep", "FORMS", "DEFAULT_MEMORY_BYTES_PER_S", "DEFAULT_SYNC_S",
            "DEFAULT_CACHE_BYTES",
            "barrier_s", "stream_s", "chunk_lanes", "leader_phases", "c_node_phases", "flat_steps", "flat_time",
            "parse_byte_rate", "format_byte_rate", "add_node_arguments", "node_costs_from_args", "COPY_PHASES",
-           "C_ALGORITHMS", "model_forms", "model_c_node_aware"]
+           "C_ALGORITHMS", "binomial_pairs", "model_forms", "model_c_node_aware"]
 
 FORMS = ("multi-leader", "single-leader", "flat", "c-node-aware")
 DEFAULT_MEMORY_BYTES_PER_S = 200e9
@@ -197,7 +197,7 @@ def leader_phases(nbytes: int, nc: NodeCosts, *, single: bool = False) -> NodePh
     return NodePhases(copy, red, copy, (3 if single else 2) * barrier_s(nc))
 
 
-def _binomial_pairs(k: int) -> list[int]:
+def binomial_pairs(k: int) -> list[int]:
     """Pairs active in each round of a binomial tree over ``k`` ranks (round ``r`` pairs ranks ``2^r`` apart)."""
     out = []
     r = 0
@@ -219,7 +219,7 @@ def c_node_phases(nbytes: int, nc: NodeCosts) -> NodePhases:
     if k == 1 or nbytes <= 0:
         return NodePhases()
     gc = nc.c_gamma_s_per_byte
-    pairs = _binomial_pairs(k)
+    pairs = binomial_pairs(k)
     fit = nc.resident(nbytes)
     red = sum(stream_s(nc, a, nbytes, 5.0, gc, fit) for a in pairs)
     bcast = sum(stream_s(nc, a, nbytes, 4.0, 2.0 * gc / 3.0, fit) for a in reversed(pairs))
@@ -265,37 +265,25 @@ def flat_steps(algorithm: str, dims: tuple[int, ...], ranks_per_node: int) -> tu
     node_ports = slice(2 * (nd - 1), 2 * nd)
     net_ports = slice(0, 2 * (nd - 1))
     out: list[FlatStep] = []
-    cache: dict = {}
-    for k in range(traffic.nsteps):
-        accs = []
+    for st in step_arrays(traffic):
+        k = st.index
         hops = 0
         for li in range(traffic.nlanes):
-            ids = traffic.rep_ids[(li, k)]
-            if not ids.any():
-                continue
-            P = tuple(int(v) for v in traffic.periods[li, k])
-            accs.append((P, _lane_step_loads(traffic, P, ids, cache)))
-            for pid in np.unique(ids).tolist():
+            for pid in np.unique(traffic.rep_ids[(li, k)]).tolist():
                 for delta, _ in traffic.patterns[int(pid)]:
                     hops = max(hops, sum(min(x % d, d - x % d) for x, d in zip(delta[:-1], full[:-1])))
-        accs = [(P, a) for P, a in accs if a.msgs]
-        if not accs:
-            continue
-        L = tuple(math.lcm(*(P[j] for P, _ in accs)) for j in range(nd))
-        src = np.sum([_tile(a.src, P, L) for P, a in accs], axis=0)
-        link = np.sum([_tile(a.link, P, L) for P, a in accs], axis=0)
-        whole = ranks_per_node // L[-1]  # the box holds L[-1] of a node's K ranks, in K/L[-1] alike groups
-        shm = src[..., node_ports].sum(axis=-1)  # per rank of the box, bytes sent over shared memory
+        whole = ranks_per_node // st.period[-1]  # the box holds period[-1] of a node's K ranks
+        shm = st.src[..., node_ports].sum(axis=-1)  # per rank of the box, bytes sent over shared memory
         per_node = shm.sum(axis=-1) * whole
         # the K ranks of a node share its links: a network link's load is the sum over the node's ranks
-        wire = link[..., net_ports].sum(axis=-2) * whole
+        wire = st.link[..., net_ports].sum(axis=-2) * whole
         out.append(FlatStep(
             phase=traffic.phases[k] if k < len(traffic.phases) else "",
             network=float(wire.max()) / count if nd > 1 else 0.0,
             node_memory=float(per_node.max()) / count,
             core=float(shm.max()) / count,
-            received=float(src.sum(axis=-1).max()) / count,
-            lanes=len(accs), hops=hops))
+            received=float(st.src.sum(axis=-1).max()) / count,
+            lanes=st.lanes, hops=hops))
     return tuple(out)
 
 

@@ -12,8 +12,8 @@ from swing_mpi.model.cli import main as model_main
 from swing_mpi.model.node_phases import (
     NodeCosts,
     NodePhases,
-    _binomial_pairs,
     barrier_s,
+    binomial_pairs,
     c_node_phases,
     chunk_lanes,
     flat_steps,
@@ -71,8 +71,8 @@ def test_a_vector_that_fits_the_cache_runs_at_its_cores_rate():
 
 
 def test_binomial_rounds_and_chunks():
-    assert _binomial_pairs(2) == [1] and _binomial_pairs(4) == [2, 1] and _binomial_pairs(5) == [2, 1, 1]
-    assert len(_binomial_pairs(48)) == math.ceil(math.log2(48))
+    assert binomial_pairs(2) == [1] and binomial_pairs(4) == [2, 1] and binomial_pairs(5) == [2, 1, 1]
+    assert len(binomial_pairs(48)) == math.ceil(math.log2(48))
     nc = NodeCosts(48)
     assert chunk_lanes(32, nc) == (8, 4)  # 8 floats: 8 ranks of 48 get one each
     assert chunk_lanes(48 * 4 * 10 + 4, nc) == (48, 44)  # 481 floats: chunks of 11 at most
@@ -95,7 +95,7 @@ def test_node_phases_grow_with_the_vector_the_ranks_and_a_slower_memory():
 
 
 def test_the_flat_torus_puts_the_nodes_ranks_on_its_links():
-    """dims + (K,): K ranks share each node's links, so the wire carries more than with one rank per node."""
+    """The torus dims + (K,): K ranks share each node's links, so the wire carries more than one rank puts there."""
     one = analyze("swing-bw", (4, 4)).load()
     for k in (2, 4):
         steps = flat_steps("swing-bw", (4, 4), k)
