@@ -1,6 +1,7 @@
 """Turn the rows of run.sh (k4.jsonl, k48.jsonl) into this folder's tables; --model writes model-k*.jsonl first.
 
     python benchmarks/results/nodes-16x16/table.py            # the simulated rows
+    python benchmarks/results/nodes-16x16/table.py headline-k # the simulated headline sizes
     python benchmarks/results/nodes-16x16/table.py --model    # the cost model's (swing-mpi model's forms)
 
 Per size: the fastest node-aware form of ours (multi- or single-leader, its algorithm), the fastest flat one
@@ -20,7 +21,7 @@ ALGS = ("swing-bw", "swing-lat", "bucket")
 
 
 def model_rows(k: int) -> list[dict]:
-    """The cost model's rows (α 1.5 µs, 400 Gb/s, no reduction cost among nodes) in run.sh's form."""
+    """Return the cost model's rows (α 1.5 µs, 400 Gb/s, no reduction cost among nodes) in run.sh's form."""
     from swing_mpi.model.node_phases import NodeCosts, model_c_node_aware, model_forms
 
     nc = NodeCosts.from_engine(k)
@@ -58,8 +59,8 @@ def fmt_size(n: int) -> str:
 
 
 def table(rows: list[dict], k: int) -> str:
-    out = [f"K = {k} ranks per node | node-aware (ours) | flat (ours, 16x16x{k}) | C node-aware | vs flat | vs C",
-           "---|---|---|---|---|---"]
+    out = [f"| K = {k} ranks per node | node-aware (ours) | flat (ours, 16x16x{k}) | C node-aware | vs flat | vs C |",
+           "|---|---|---|---|---|---|"]
     for n in sorted({r["bytes"] for r in rows}):
         here = [r for r in rows if r["bytes"] == n]
         ours = min((r for r in here if r["form"] in ("multi-leader", "single-leader")), key=lambda r: r["time_s"])
@@ -71,14 +72,15 @@ def table(rows: list[dict], k: int) -> str:
         cc = f"{fmt_time(c['time_s'])} {c['algorithm']} (node {fmt_time(c['node_s'])})" if c else "-"
         vf = f"{flat['time_s'] / ours['time_s']:.2f}x" if flat else "-"
         vc = f"{c['time_s'] / ours['time_s']:.2f}x" if c else "-"
-        out.append(f"{fmt_size(n)} | {cell} | {fl} | {cc} | {vf} | {vc}")
+        out.append(f"| {fmt_size(n)} | {cell} | {fl} | {cc} | {vf} | {vc} |")
     return "\n".join(out)
 
 
 def main() -> int:
     model = "--model" in sys.argv[1:]
+    prefix = next((a for a in sys.argv[1:] if not a.startswith("--")), "model-k" if model else "k")
     for k in (4, 48):
-        path = HERE / (f"model-k{k}.jsonl" if model else f"k{k}.jsonl")
+        path = HERE / f"{prefix}{k}.jsonl"
         if model:
             path.write_text("".join(json.dumps(r) + "\n" for r in model_rows(k)))
         rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
