@@ -151,3 +151,19 @@ def test_simulate_prices_the_forms_on_a_small_torus(capsys):
     for r in rows:
         assert r["time_s"] == pytest.approx(r["node_s"] + r["network_s"])
     assert forms["multi-leader"]["lanes"] == 2 and forms["multi-leader"]["chunk_bytes"] == 1 << 19
+
+
+@pytest.mark.skipif(not simgrid_available()[0], reason="SimGrid missing")
+def test_one_lane_at_a_share_of_the_links_is_the_nodes_lanes():
+    """What simulate's multi-leader rests on: L identical lanes on links of rate R take what one takes at R/L."""
+    from dataclasses import replace
+
+    from swing_mpi.netsim import SimParams
+    from swing_mpi.netsim.run import simulate_transfers
+
+    p = SimParams()
+    msgs = [(0, 1, 1 << 20), (1, 2, 1 << 20), (2, 0, 3 << 18)]
+    for lanes in (2, 4):
+        together = simulate_transfers("3", {(lane, 0): msgs for lane in range(lanes)}, params=p)
+        one = simulate_transfers("3", {(0, 0): msgs}, params=replace(p, link_bps=p.link_bps / lanes))
+        assert together["time_s"] == pytest.approx(one["time_s"], rel=1e-9)
