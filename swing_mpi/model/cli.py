@@ -6,6 +6,7 @@ Examples::
     swing-mpi model --dims 16x16x16 -a swing-bw,rabenseifner --json
     swing-mpi model --dims 4x4 --link 40M --size 4MiB   # the emulated torus lab
     swing-mpi model --plot goodput.png --figure1 fig1.png
+    swing-mpi model --dims 16x16 --ranks-per-node 48 -a swing-bw,swing-lat   # nodes of 48 ranks: four forms
 """
 
 from __future__ import annotations
@@ -30,6 +31,14 @@ from .cost import (
     crossovers,
     default_sizes,
     rectangular_penalty,
+)
+from .node_phases import (
+    FORMS,
+    add_node_arguments,
+    format_byte_rate,
+    model_c_node_aware,
+    model_forms,
+    node_costs_from_args,
 )
 from .routing import SYMMETRIES
 
@@ -70,6 +79,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                         help="also print rectangular tori 64x16, 128x8, 256x4 beside the paper's Eq. 3")
     parser.add_argument("--symmetry", choices=SYMMETRIES, default="auto",
                         help="how ranks are covered (auto: symmetric shortcut if verified, else every rank)")
+    add_node_arguments(parser)
     return parser
 
 
@@ -106,6 +116,9 @@ def run(args: argparse.Namespace) -> int:
         require_two_nodes(dims)
         rate = parse_rate(args.link, "--link") / 8
         alpha = parse_time(args.alpha, "--alpha")
+        nc = node_costs_from_args(args)
+        if nc.ranks_per_node > 1 and args.collective != "allreduce":
+            raise ValueError("--ranks-per-node prices the allreduce only")
     except ValueError as e:
         print(f"swing-mpi model: {e}", file=sys.stderr)
         return 2
@@ -131,6 +144,7 @@ def run(args: argparse.Namespace) -> int:
         return 1
     sizes = default_sizes()
     cross: dict[str, Any] = crossovers(results, sizes=sizes, **kw)
+    node_sizes = [size] if size is not None else list(NODE_SIZES)
     p = math.prod(dims)
     D = results[0].D
 
@@ -143,6 +157,10 @@ def run(args: argparse.Namespace) -> int:
                         "ceiling": r.ceiling(args.congestion)})
             if size is not None:
                 obj.update({"size": size, "time_s": r.time(size, **kw), "goodput_bytes_per_s": r.goodput(size, **kw)})
+            if nc.ranks_per_node > 1:
+                obj.update(nc.to_dict())
+                obj["nodes"] = [{**model_forms(r.algorithm, dims, n, nc, **kw),
+                                 **model_c_node_aware(dims, n, nc, **kw)} for n in node_sizes]
             obj["crossovers"] = cj
             print(json.dumps(obj, allow_nan=False))
     else:
@@ -179,6 +197,8 @@ def run(args: argparse.Namespace) -> int:
             print("bucket / ring: not among the algorithms modelled (-a), no crossover to report")
         for form, x in cross["swing_passes_trivance"].items():
             print(f"Swing ({form[0].upper()}) passes Trivance ({form[0].upper()}) {_crossover_text(x)}")
+    if nc.ranks_per_node > 1 and not args.json:
+        _print_nodes(results, dims, node_sizes, nc, kw)
     if args.eq3:
         rows: list[dict[str, Any]] = rectangular_penalty()
         if args.json:
@@ -210,6 +230,36 @@ def run(args: argparse.Namespace) -> int:
         print(f"swing-mpi model: {e}", file=sys.stderr)
         return 1
     return 0
+
+
+NODE_SIZES = (32, 32 << 10, 2 << 20, 512 << 20)
+"""Sizes the node-aware table shows where ``--size`` names none."""
+
+
+def _print_nodes(results: list[ModelResult], dims: tuple[int, ...], sizes: list[int], nc: Any,
+                 kw: dict[str, Any]) -> None:
+    """Print the four forms of every algorithm at ``sizes``, with ``nc.ranks_per_node`` ranks per node."""
+    k = nc.ranks_per_node
+    print()
+    print(f"{k} ranks per node on the torus of nodes {'x'.join(map(str, dims))}: node memory "
+          f"{format_byte_rate(nc.memory_bytes_per_s)}, a core's reduction {nc.gamma_s_per_byte:g} s/B (C's "
+          f"{nc.c_gamma_s_per_byte:g}), barrier round {format_time(nc.sync_s)}; flat is the torus "
+          f"{'x'.join(map(str, dims + (k,)))}, its last dimension shared memory")
+    print(f"{'size':>8}  {'algorithm':<28}" + "".join(f"{f:>15}" for f in FORMS[:3]) + f"{'node phases':>13}")
+    print("(c-node-aware: a C MPI's single leader, its best algorithm among nodes; node phases: of the first "
+          "column's form)")
+    for n in sizes:
+        c = model_c_node_aware(dims, n, nc, **kw)
+        for r in results:
+            f = model_forms(r.algorithm, dims, n, nc, **kw)
+            cells = [f["multi_leader_s"], f["single_leader_s"], f["flat_s"]]
+            print(f"{format_size(n):>8}  {r.algorithm:<28}"
+                  + "".join(f"{'-' if v is None else _time_text(float(v)):>15}" for v in cells)  # type: ignore[arg-type]
+                  + f"{_time_text(float(f['multi_leader_node_s'])):>13}")  # type: ignore[arg-type]
+        if c["c_node_aware_s"] is not None:  # a single leader: its time in that column
+            print(f"{format_size(n):>8}  {FORMS[3] + ' (' + str(c['c_algorithm']) + ')':<43}"
+                  f"{_time_text(float(c['c_node_aware_s'])):>15}{'-':>15}"  # type: ignore[arg-type]
+                  f"{_time_text(float(c['c_node_s'])):>13}")  # type: ignore[arg-type]
 
 
 def _time_text(t: float) -> str:

@@ -53,7 +53,7 @@ from ..schedule.base import Schedule
 from ..topology import Torus
 
 __all__ = [
-    "Pattern", "Traffic", "StepLoad", "collect_traffic", "step_loads", "route",
+    "Pattern", "Traffic", "StepLoad", "StepArrays", "collect_traffic", "step_loads", "step_arrays", "route",
     "default_count", "SYMMETRIES",
 ]
 
@@ -462,9 +462,29 @@ def _tile(a: np.ndarray, P: tuple[int, ...], L: tuple[int, ...]) -> np.ndarray:
     return np.tile(a, [n // q for n, q in zip(L, P)] + [1])
 
 
-def step_loads(traffic: Traffic) -> list[StepLoad]:
-    """Return the loads of every global step (steps without any message are left out)."""
-    out: list[StepLoad] = []
+@dataclass(frozen=True)
+class StepArrays:
+    """One global step's loads, every lane's summed, on the ``period``-periodic array of shape ``period + (2D,)``."""
+
+    index: int
+    period: tuple[int, ...]
+    src: np.ndarray
+    """Elements leaving each ``(rank, port)`` (first hops)."""
+    dist: np.ndarray
+    link: np.ndarray
+    """Elements on each directed link ``(node, port)`` after routing."""
+    nmsg: np.ndarray
+    lanes: int
+    """Lanes that move anything in the step."""
+    hops: int
+    messages: int
+    lane_port: float
+    lane_distance: float
+
+
+def step_arrays(traffic: Traffic) -> list[StepArrays]:
+    """Return every global step's load arrays (steps without any message are left out)."""
+    out: list[StepArrays] = []
     cache: dict = {}
     for k in range(traffic.nsteps):
         accs = []
@@ -478,20 +498,29 @@ def step_loads(traffic: Traffic) -> list[StepLoad]:
         if not accs:
             continue
         L = tuple(math.lcm(*(P[j] for P, _ in accs)) for j in range(traffic.torus.ndims))
-        src = np.sum([_tile(a.src, P, L) for P, a in accs], axis=0)
-        dist = np.sum([_tile(a.dist, P, L) for P, a in accs], axis=0)
-        link = np.sum([_tile(a.link, P, L) for P, a in accs], axis=0)
-        nmsg = np.sum([_tile(a.nmsg, P, L) for P, a in accs], axis=0)
-        out.append(StepLoad(
-            index=k,
-            phase=traffic.phases[k] if k < len(traffic.phases) else "",
-            port=float(src.max()),
-            distance=float(dist.max()),
-            link=float(link.max()),
-            hops=max(a.hops for _, a in accs),
-            link_messages=int(round(nmsg.max())),
-            messages=sum(a.msgs for _, a in accs),
+        out.append(StepArrays(
+            index=k, period=L,
+            src=np.sum([_tile(a.src, P, L) for P, a in accs], axis=0),
+            dist=np.sum([_tile(a.dist, P, L) for P, a in accs], axis=0),
+            link=np.sum([_tile(a.link, P, L) for P, a in accs], axis=0),
+            nmsg=np.sum([_tile(a.nmsg, P, L) for P, a in accs], axis=0),
+            lanes=len(accs), hops=max(a.hops for _, a in accs), messages=sum(a.msgs for _, a in accs),
             lane_port=max(float(a.src.max()) for _, a in accs),
-            lane_distance=max(float(a.dist.max()) for _, a in accs),
-        ))
+            lane_distance=max(float(a.dist.max()) for _, a in accs)))
     return out
+
+
+def step_loads(traffic: Traffic) -> list[StepLoad]:
+    """Return the loads of every global step (steps without any message are left out)."""
+    return [StepLoad(
+        index=a.index,
+        phase=traffic.phases[a.index] if a.index < len(traffic.phases) else "",
+        port=float(a.src.max()),
+        distance=float(a.dist.max()),
+        link=float(a.link.max()),
+        hops=a.hops,
+        link_messages=int(round(a.nmsg.max())),
+        messages=a.messages,
+        lane_port=a.lane_port,
+        lane_distance=a.lane_distance,
+    ) for a in step_arrays(traffic)]

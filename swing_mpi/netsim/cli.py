@@ -7,6 +7,7 @@ Examples::
     swing-mpi simulate --dims 4x4 --link 40M --alpha engine --sizes 1M,4M,16M --csv lab.csv --plot lab.png
     swing-mpi simulate --dims 8x8 --alpha engine --cores 16 --sizes 32,32K,2M,512M --algorithms swing-bw,swing-lat
     swing-mpi simulate --dims 8x8 --alpha c --gamma c --sizes 512M --algorithms recdoub,rabenseifner,ring
+    swing-mpi simulate --dims 16x16 --ranks-per-node 48 --cores 48 --alpha engine --sizes 32,2M -a swing-bw
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import time
 from typing import Any
 
 from ..cliargs import Parser, add_collective
+from ..model.node_phases import add_node_arguments, format_byte_rate, node_costs_from_args
 from ..schedule import ALGORITHMS
 from ..topology import parse_dims, require_two_nodes
 from ..units import (
@@ -63,7 +65,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                              "--alpha preset's; 0 for c and for a time)")
     parser.add_argument("--cores", type=int, default=1, metavar="N",
                         help="with --alpha engine: the cores of a node running one rank, all of them reduction "
-                             "threads (default 1: no threads, no overlap)")
+                             "threads (default 1: no threads, no overlap); with --ranks-per-node K, the node's "
+                             "cores: a multi-leader lane reduces on N/K of them, a single leader on all")
     parser.add_argument("--segment", default=None, metavar="SIZE",
                         help=f"with --alpha engine: a segment's size in {SIZE_HELP} (0: whole steps, no overlap), "
                              "instead of the costs file's")
@@ -79,16 +82,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--json", action="store_true", help="one JSON object per (algorithm, size), one per line")
     parser.add_argument("--csv", metavar="FILE", default=None, help="also write every point to FILE")
     parser.add_argument("--plot", metavar="FILE.png", default=None, help="goodput against size (needs matplotlib)")
+    add_node_arguments(parser)
     return parser
 
 
-def _params(args: argparse.Namespace) -> Any:
+def _params(args: argparse.Namespace, cores: int | None = None) -> Any:
+    """Return the simulation's parameters; ``cores``: the threads a rank reduces on, instead of ``--cores``."""
     from .params import SimParams
 
     link = parse_rate(args.link, "--link")
     kw: dict[str, Any] = dict(link_bps=link, latency_s=parse_time(args.latency, "--latency", bare="s"),
                               hop_s=parse_time(args.hop, "--hop", bare="s"), network=args.network)
-    cores = getattr(args, "cores", 1)
+    if cores is None:
+        cores = getattr(args, "cores", 1)
     if cores < 1:
         raise ValueError(f"--cores must be at least 1, got {cores}")
     if cores != 1 and args.alpha != "engine":
@@ -111,6 +117,95 @@ def _params(args: argparse.Namespace) -> Any:
             raise ValueError("--segment applies to --alpha engine")
         p = replace(p, segment_bytes=parse_size(segment))
     return p
+
+
+def _c_params(args: argparse.Namespace) -> Any:
+    """Return a C MPI's costs on the same network.
+
+    ``--alpha engine``: the costs file's ``mpi_step_s`` and ``c_gamma_s_per_byte`` (each port's step posted as
+    it is ready); otherwise this run's ``α`` and ``γ``.
+    """
+    from dataclasses import replace
+
+    from .params import ALPHA_C
+
+    base = _params(args, 1)
+    if args.alpha == "engine":
+        from ..engine_costs import load_engine_costs
+
+        c = load_engine_costs()
+        alpha = c.mpi_step_s if c.mpi_step_s is not None else ALPHA_C
+        gamma = c.c_gamma_s_per_byte if c.c_gamma_s_per_byte is not None else 0.0
+        if args.gamma is not None:
+            gamma = _gamma(str(args.gamma))
+        return replace(base, alpha_s=alpha, gamma_s_per_byte=gamma, cpu="lane", threads=1, gamma_threads=(),
+                       segment_bytes=0)
+    return replace(base, cpu="lane", threads=1, gamma_threads=(), segment_bytes=0)
+
+
+def _run_nodes(args: argparse.Namespace, dims: tuple[int, ...], sizes: list[int], algs: list[str], nc: Any) -> int:
+    """``--ranks-per-node K`` from 2: every algorithm's forms and a C MPI's node-aware allreduce, per size."""
+    from .nodes import simulate_c_node_aware, simulate_forms
+
+    if args.collective != "allreduce" or args.network != "torus" or args.plot:
+        print("swing-mpi simulate: --ranks-per-node prices the allreduce on a torus, without --plot", file=sys.stderr)
+        return 2
+    try:
+        c_params = _c_params(args)
+    except ValueError as e:
+        print(f"swing-mpi simulate: {e}", file=sys.stderr)
+        return 2
+    k = nc.ranks_per_node
+    prog = _Progress((len(algs) + 1) * len(sizes))
+    rows_all: list[dict[str, object]] = []
+    skipped: set[str] = set()
+    for n in sizes:
+        rows = []
+        for a in algs:
+            if a in skipped:
+                continue
+            t0 = time.perf_counter()
+            try:
+                rows.extend(simulate_forms(a, dims, n, nc, params_for=lambda c: _params(args, c), cores=args.cores,
+                                           message_sizes=args.message_sizes))
+            except ValueError as e:
+                print(f"swing-mpi simulate: skipping {a} on {'x'.join(map(str, dims))}: {e}", file=sys.stderr)
+                skipped.add(a)
+                continue
+            prog.show(f"{a} {format_size(n)}", time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        c = simulate_c_node_aware(dims, n, nc, params=c_params, message_sizes=args.message_sizes)
+        prog.show(f"c-node-aware {format_size(n)}", time.perf_counter() - t0)
+        if c is not None:
+            rows.append(c)
+        for r in rows:
+            d = r.to_dict()
+            rows_all.append(d)
+            if args.json:
+                print(json.dumps(d, allow_nan=False), flush=True)
+        if rows and not args.json:
+            print(f"\n== {format_size(n)} allreduce, {k} ranks per node on the torus of nodes "
+                  f"{'x'.join(map(str, dims))}, {format_rate(c_params.link_bps)}; node memory "
+                  f"{format_byte_rate(nc.memory_bytes_per_s)}, a core's reduction {nc.gamma_s_per_byte:g} s/B; flat: "
+                  f"the torus {'x'.join(map(str, dims + (k,)))} (model)")
+            print(f"{'form':<14} {'algorithm':<14} {'time':>12} {'node phases':>12} {'among nodes':>12} "
+                  f"{'goodput Gb/s':>13}  how")
+            for r in sorted(rows, key=lambda r: r.time_s):
+                print(f"{r.form:<14} {r.algorithm:<14} {_fmt_time(r.time_s):>12} {_fmt_time(r.node_s):>12} "
+                      f"{_fmt_time(r.network_s):>12} {r.goodput_bytes_per_s * 8e-9:>13.2f}  {r.how}", flush=True)
+    if not rows_all:
+        print("swing-mpi simulate: nothing was simulated", file=sys.stderr)
+        return 2
+    if args.csv:
+        names: list[str] = []
+        for d in rows_all:
+            names.extend(key for key in d if key not in names)
+        with open(args.csv, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=names)
+            w.writeheader()
+            w.writerows(rows_all)
+        print(f"wrote {args.csv}", file=sys.stderr)
+    return 0
 
 
 def _gamma(text: str) -> float:
@@ -211,6 +306,7 @@ def run(args: argparse.Namespace) -> int:
         params = _params(args)
         algs = _algorithms(args.algorithms, args.collective)
         require_two_nodes(dims)
+        nc = node_costs_from_args(args, params.itemsize)
     except (ValueError, PresetError) as e:
         print(f"swing-mpi simulate: {e}", file=sys.stderr)
         return 2
@@ -229,6 +325,8 @@ def run(args: argparse.Namespace) -> int:
     slow = slow_simgrid(why, math.prod(dims))
     if slow:
         print(f"swing-mpi simulate: note: {slow}", file=sys.stderr)
+    if nc.ranks_per_node > 1:
+        return _run_nodes(args, dims, sizes, algs, nc)
     from .run import simulate
 
     prog = _Progress(len(algs) * len(sizes))
