@@ -34,8 +34,10 @@ algorithm's on ``n/L`` bytes per lane, the node's links carrying ``n`` as with o
 
 from __future__ import annotations
 
+import atexit
 import math
 import threading
+import weakref
 from typing import Any
 
 import numpy as np
@@ -209,9 +211,10 @@ class NodeLayout:
             self._cap = 0
 
     def free(self) -> None:
-        """Free the window and the communicators."""
+        """Free the window and the communicators (again: nothing)."""
         if MPI.Is_finalized():
             return
+        _LIVE.discard(self)
         self.free_window()
         if self.lane_comm is not None:
             NODE_HINTS.pop(self.lane_comm.py2f(), None)
@@ -223,6 +226,9 @@ class NodeLayout:
 
 _KEYVAL: int | None = None
 _LOCK = threading.Lock()
+_LIVE: weakref.WeakSet[NodeLayout] = weakref.WeakSet()
+"""Layouts not freed yet: ``MPI_Finalize`` frees them first (a shared window left open until the
+network layer closes makes MPICH's finalize fail: 'fabricclose failed ... Device or resource busy')."""
 
 
 def _delete(comm: MPI.Comm, keyval: int, layout: NodeLayout) -> None:
@@ -232,12 +238,22 @@ def _delete(comm: MPI.Comm, keyval: int, layout: NodeLayout) -> None:
         pass
 
 
+def _at_exit() -> None:
+    """Free every live layout before mpi4py finalizes MPI (its exit handler was registered first, so runs after)."""
+    for layout in list(_LIVE):
+        try:
+            layout.free()
+        except Exception:  # never raise out of an MPI callback
+            pass
+
+
 def node_layout(comm: MPI.Comm) -> NodeLayout:
     """Return the nodes of ``comm``, found (collectively) on the first call and kept on the communicator."""
     global _KEYVAL
     if _KEYVAL is None:
         with _LOCK:
             if _KEYVAL is None:
+                atexit.register(_at_exit)
                 _KEYVAL = MPI.Comm.Create_keyval(delete_fn=_delete)
     layout: Any = comm.Get_attr(_KEYVAL)
     if layout is None or layout.k != (rc.ranks_per_node or layout.k):
@@ -245,6 +261,7 @@ def node_layout(comm: MPI.Comm) -> NodeLayout:
             layout.free()
         layout = NodeLayout(comm)
         comm.Set_attr(_KEYVAL, layout)
+        _LIVE.add(layout)
     return layout
 
 
