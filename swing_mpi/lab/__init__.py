@@ -4,14 +4,15 @@
 * :mod:`.system` -- running commands, namespaces, capabilities (:func:`lab_available`), the TCP
   congestion control this host lets a namespace use (:func:`choose_tcp_cc`),
   stale cleanup, and the launcher helpers :func:`find_mpiexec` and :func:`kill_group`;
-* :mod:`.lab` -- :class:`Lab` builds the torus, runs MPI in it, tears it down;
+* :mod:`.lab` -- :class:`Lab` builds the torus, runs MPI in it (one rank per node, or several
+  on shared memory), tears it down;
 * :mod:`.checks` -- route and link-rate checks (:class:`CheckResult`);
 * :mod:`.agent` -- the TCP traffic agent the rate checks run in every node;
 * :mod:`.cli` -- the ``swing-mpi lab`` / ``python -m swing_mpi.lab`` command.
 """
 
 from .checks import CheckResult, RateResult
-from .lab import MPI_ENV, RANK_VARIABLES, Lab
+from .lab import MPI_ENV, NODE_VARIABLES, RANK_VARIABLES, Lab, lab_mpi_env
 from .plan import Command, LabPlan, Link, Port, Route, make_plan
 from .system import (
     LabError,
@@ -48,6 +49,8 @@ __all__ = [
     "kill_group",
     "MPI_ENV",
     "RANK_VARIABLES",
+    "NODE_VARIABLES",
+    "lab_mpi_env",
     "LabPlan",
     "Link",
     "Port",

@@ -4,6 +4,7 @@ Examples::
 
     swing-mpi lab --dims 4x4 --check                      # build, verify, tear down
     swing-mpi lab --dims 4x4 -- python -m swing_mpi.bench ...   # one rank per node
+    swing-mpi lab --dims 2x2 --ranks-per-node 4 -- ...    # 16 ranks, 4 per node on shared memory
     swing-mpi lab --dims 4x4 --plan                       # print the commands, build nothing
     swing-mpi lab --cleanup                               # delete namespaces left behind
 
@@ -21,7 +22,7 @@ from collections.abc import Sequence
 from ..cliargs import Parser, deprecated
 from ..topology import Torus
 from ..units import RATE_HELP, format_dims, parse_rate
-from .lab import Lab, parse_placement
+from .lab import Lab, check_ranks_per_node, hosts_argument, launch_argv, parse_placement
 from .plan import (
     DEFAULT_BURST_KIB,
     DEFAULT_MTU,
@@ -34,7 +35,7 @@ from .plan import (
     make_plan,
     usable_cpus,
 )
-from .system import LabError, LabUnavailableError, choose_tcp_cc, cleanup_stale, lab_available
+from .system import LabError, LabUnavailableError, choose_tcp_cc, cleanup_stale, find_mpiexec, lab_available
 
 __all__ = ["add_arguments", "run", "main", "build_parser"]
 
@@ -90,12 +91,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="environment variable for every rank (repeatable), e.g. MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM=ring",
     )
     parser.add_argument("--ranks", "-n", "--nprocs", dest="nprocs", type=int, default=None,
-                        help="number of ranks (default: the torus size)")
+                        help="number of ranks (default: the torus size times --ranks-per-node)")
+    parser.add_argument(
+        "--ranks-per-node", type=int, default=1, metavar="K",
+        help="ranks in every node (default 1): ranks r*K..r*K+K-1 share node r and talk through shared memory, "
+             "nodes over the links (MPICH's mpiexec only); each rank also finds its index in the node in "
+             "$SWING_LAB_LOCAL and its place on the flat torus DIMSxK in $SWING_LAB_SLOT")
     parser.add_argument(
         "--placement", default=None, metavar="ordered|shuffled[:SEED]|LIST",
         help="which node each rank runs in: ordered (rank r in node r, default), shuffled (a random permutation, "
-             "seed 1 unless given) or a comma list of nodes by rank; every rank finds its node in $SWING_LAB_NODE "
-             "(swing-mpi bench --node-env SWING_LAB_NODE)")
+             "seed 1 unless given) or a comma list of nodes by rank (with --ranks-per-node K: by block of K "
+             "ranks); every rank finds its node in $SWING_LAB_NODE (swing-mpi bench --node-env SWING_LAB_NODE)")
     parser.add_argument(
         "--plan", action="store_true", help="print the setup and teardown commands and exit (needs no root)"
     )
@@ -103,8 +109,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--prefix", default=DEFAULT_PREFIX, help=argparse.SUPPRESS)
     parser.add_argument(
         "command", nargs=argparse.REMAINDER,
-        help="after --: the program to run under mpiexec, rank r inside node r "
-        "(a leading 'python' means this interpreter)",
+        help="after --: the program to run under mpiexec, rank r inside node r (r // K with --ranks-per-node K; "
+        "a leading 'python' means this interpreter)",
     )
 
 
@@ -141,6 +147,7 @@ def run(args: argparse.Namespace) -> int:
         plan = make_plan(torus, prefix=args.prefix, rate_mbit=rate_mbit, mtu=args.mtu, burst_kib=args.burst_kib,
                          tcp_cc=tcp.setting, routers=args.routers, queue_ms=args.queue_ms)
         placement = parse_placement(getattr(args, "placement", None), torus.size)
+        per_node = check_ranks_per_node(getattr(args, "ranks_per_node", 1))
     except ValueError as e:
         _say(f"lab: {e}")
         return 2
@@ -151,6 +158,9 @@ def run(args: argparse.Namespace) -> int:
             print(f"# TCP congestion control {tcp.note}")
             if note:
                 print(f"# note: {note}")
+            if per_node > 1:
+                print(f"# {torus.size * per_node} ranks, {per_node} per node: mpiexec -launcher fork -hosts "
+                      f"{hosts_argument(plan, per_node, placement)} ...")
             print("# setup")
             for c in plan.setup_commands():
                 print(c.shell())
@@ -172,14 +182,23 @@ def run(args: argparse.Namespace) -> int:
         _say("lab: nothing to do: give --check and/or a command after --, or --plan / --cleanup")
         return 2
     env = _parse_env(args.env)
+    if command and per_node > 1:
+        try:
+            mpiexec = find_mpiexec()
+            launch_argv(plan, command, wrapper="lab-exec.sh", mpiexec=mpiexec, nprocs=args.nprocs,
+                        ranks_per_node=per_node)  # refuses a launcher that cannot, before anything is built
+        except (ValueError, LabError) as e:
+            _say(f"lab: {e}")
+            return 2
     if note:
         _say(f"lab: note: {note}")
     try:
         with Lab(torus, rate_mbit=rate_mbit, mtu=args.mtu, prefix=args.prefix, log=_say,
                  placement=placement, burst_kib=args.burst_kib, tcp_cc=args.tcp_cc, routers=args.routers,
-                 queue_ms=args.queue_ms) as lab:
+                 queue_ms=args.queue_ms, ranks_per_node=per_node) as lab:
             if placement is not None:
-                _say(f"lab: placement, node of each rank: {','.join(map(str, placement))}")
+                _say(f"lab: placement, node of each {'rank' if per_node == 1 else f'block of {per_node} ranks'}: "
+                     f"{','.join(map(str, placement))}")
             rc = 0
             if args.check:
                 _say("lab: checking routes and link rates")
@@ -190,7 +209,7 @@ def run(args: argparse.Namespace) -> int:
                         json.dump({"dims": format_dims(torus.dims), "rate_mbit": rate_mbit, "mtu": args.mtu,
                                    "burst_kib": args.burst_kib, "tcp_cc": lab.tcp_cc,
                                    "tcp_cc_note": lab.tcp_choice.note,
-                                   "routers": args.routers, "queue_ms": args.queue_ms,
+                                   "routers": args.routers, "queue_ms": args.queue_ms, "ranks_per_node": per_node,
                                    "build_seconds": lab.build_seconds, **res.as_dict()}, f, indent=2)
                 if not res.ok:
                     _say("lab: check FAILED")

@@ -16,10 +16,18 @@ rank from the launcher's environment (``PMI_RANK`` under MPICH's hydra,
 ``OMPI_COMM_WORLD_RANK`` or ``PMIX_RANK`` under Open MPI) and ``exec``\\ s the program
 inside that node's namespace. :data:`MPI_ENV` makes MPICH send every byte over TCP, so
 through the emulated links, never through shared memory.
+
+With ``ranks_per_node=K > 1`` each namespace holds ``K`` ranks: consecutive ranks
+``b*K .. b*K+K-1`` run in node ``b`` (or ``placement[b]``), and MPICH's hydra is told so
+(``-launcher fork -hosts <namespace>:K,...``: every namespace a host of its own, all started
+on this machine). The ranks of a node then talk through shared memory and the nodes over
+the links (:func:`lab_mpi_env` leaves out ``MPIR_CVAR_NOLOCAL``). Only hydra can do that
+(:func:`launcher_kind`).
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import random
 import secrets
@@ -65,7 +73,8 @@ from .system import (
     run_parallel,
 )
 
-__all__ = ["Lab", "MPI_ENV", "RANK_VARIABLES", "wrapper_script", "parse_placement"]
+__all__ = ["Lab", "MPI_ENV", "RANK_VARIABLES", "wrapper_script", "parse_placement", "lab_mpi_env", "hosts_argument",
+           "launch_argv", "launcher_kind", "check_ranks_per_node", "NODE_VARIABLES"]
 
 #: Environment that makes MPICH talk over the network (TCP through libfabric), never
 #: through shared memory, so every byte crosses the emulated links. How our ranks wait is
@@ -81,25 +90,131 @@ MPI_ENV: dict[str, str] = {
 #: MPICH's hydra (PMI), Open MPI's mpirun, and any PMIx launcher.
 RANK_VARIABLES: tuple[str, ...] = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK")
 
+#: What the namespace wrapper tells every rank: its node (row-major), and with several ranks per
+#: node its index inside the node and its place ``node * K + local`` on the flat torus ``dims + (K,)``.
+NODE_VARIABLES: tuple[str, ...] = ("SWING_LAB_NODE", "SWING_LAB_LOCAL", "SWING_LAB_SLOT")
 
-def wrapper_script(plan: LabPlan, *, ip: str = "ip", placement: Sequence[int] | None = None) -> str:
+
+def check_ranks_per_node(k: object) -> int:
+    """Return ``k`` as a whole number of ranks per node (at least 1), else raise ``ValueError``."""
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError(f"ranks per node must be a whole number of at least 1, got {k!r}")
+    return k
+
+
+def lab_mpi_env(ranks_per_node: int = 1, env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Return the environment every rank gets: :data:`MPI_ENV`, then ``env`` on top.
+
+    With several ranks per node ``MPIR_CVAR_NOLOCAL`` is left out: the ranks of one node then
+    talk through shared memory (hydra puts them on one host), the nodes still over TCP.
+    """
+    out = dict(MPI_ENV)
+    if check_ranks_per_node(ranks_per_node) > 1:
+        del out["MPIR_CVAR_NOLOCAL"]
+    out.update(env or {})
+    return out
+
+
+def hosts_argument(plan: LabPlan, ranks_per_node: int, placement: Sequence[int] | None = None) -> str:
+    """Return hydra's ``-hosts`` value: one made-up host per node, named after its namespace, ``K`` slots each.
+
+    Hydra fills the hosts in order, so ranks ``b*K .. b*K+K-1`` share the ``b``-th host: node
+    ``placement[b]`` (default ``b``), the node :func:`wrapper_script` puts them in.
+    """
+    k = check_ranks_per_node(ranks_per_node)
+    order = range(plan.size) if placement is None else placement
+    return ",".join(f"{plan.namespace(int(node))}:{k}" for node in order)
+
+
+@functools.lru_cache(maxsize=8)
+def launcher_kind(mpiexec: str) -> str:
+    """Say which launcher ``mpiexec`` is: ``hydra`` (MPICH's), ``openmpi`` or ``other`` (from ``--version``)."""
+    try:
+        res = subprocess.run([mpiexec, "--version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return "other"
+    text = res.stdout + res.stderr
+    if "HYDRA" in text:
+        return "hydra"
+    return "openmpi" if "Open MPI" in text or "OpenRTE" in text or "PRRTE" in text else "other"
+
+
+def launch_argv(
+    plan: LabPlan,
+    cmd: Sequence[str],
+    *,
+    wrapper: str | os.PathLike[str],
+    mpiexec: str,
+    nprocs: int | None = None,
+    ranks_per_node: int = 1,
+    placement: Sequence[int] | None = None,
+    env: Mapping[str, str] | None = None,
+    timeout: float = 300,
+    launcher: str | None = None,
+) -> list[str]:
+    """Return the command line running ``cmd`` as ``nprocs`` ranks of ``plan`` through ``wrapper``.
+
+    ``nprocs=None`` means every slot: the torus size times ``ranks_per_node``. ``env`` is passed
+    to every rank (``-genv``) on top of :func:`lab_mpi_env`; ``timeout`` becomes
+    ``MPIEXEC_TIMEOUT``; a leading ``python``/``python3`` in ``cmd`` becomes ``sys.executable``.
+    With ``ranks_per_node > 1`` the line names one host per node (:func:`hosts_argument`) and
+    hydra's ``fork`` launcher; ``launcher`` is :func:`launcher_kind` of ``mpiexec`` (asked when
+    ``None``), and anything but ``hydra`` raises :class:`LabError`.
+    """
+    k = check_ranks_per_node(ranks_per_node)
+    slots = plan.size * k
+    n = slots if nprocs is None else int(nprocs)
+    if not 1 <= n <= slots:
+        raise ValueError(f"nprocs must be within 1..{slots}, got {nprocs}")
+    if not cmd:
+        raise ValueError("no command to run")
+    cmd = list(cmd)
+    if cmd[0] in ("python", "python3"):
+        cmd[0] = sys.executable
+    argv = ["env", f"MPIEXEC_TIMEOUT={max(1, int(round(timeout)))}", mpiexec]
+    if k > 1:
+        kind = launcher if launcher is not None else launcher_kind(mpiexec)
+        if kind != "hydra":
+            raise LabError(
+                f"{k} ranks per node need MPICH's mpiexec (hydra), which runs the ranks of made-up hosts on this "
+                f"machine (-launcher fork -hosts) and puts ranks of one host on shared memory; {mpiexec} is "
+                f"{'Open MPI' if kind == 'openmpi' else 'another launcher'}"
+                f"{', whose mpirun starts a host it is not on through ssh' if kind == 'openmpi' else ''}: "
+                "use the mpich wheel's mpiexec, or one rank per node")
+        argv += ["-launcher", "fork", "-hosts", hosts_argument(plan, k, placement)]
+    argv += ["-n", str(n)]
+    for key, v in lab_mpi_env(k, env).items():
+        argv += ["-genv", key, str(v)]
+    return argv + [str(wrapper), *cmd]
+
+
+def wrapper_script(plan: LabPlan, *, ip: str = "ip", placement: Sequence[int] | None = None,
+                   ranks_per_node: int = 1) -> str:
     """Return the shell script that runs ``"$@"`` as this rank inside its node's namespace of ``plan``.
 
     The rank comes from the first of :data:`RANK_VARIABLES` that is set; with none set
     the script says so and exits 127. Rank ``r`` runs in node ``placement[r]`` (default:
     node ``r``), and finds its node's number in ``$SWING_LAB_NODE`` (``swing-mpi bench
-    --node-env SWING_LAB_NODE`` turns it into torus coordinates). The launcher's
-    connection to the rank is an inherited file descriptor (or a socket path), so it
-    crosses the namespace switch.
+    --node-env SWING_LAB_NODE`` turns it into torus coordinates). With ``ranks_per_node=K > 1``
+    rank ``r`` runs in node ``placement[r // K]`` (default ``r // K``) and also finds
+    ``$SWING_LAB_LOCAL`` (``r % K``) and ``$SWING_LAB_SLOT`` (``node * K + r % K``, its place on the
+    flat torus ``dims + (K,)``). The launcher's connection to the rank is an inherited file
+    descriptor (or a socket path), so it crosses the namespace switch.
     """
+    k = check_ranks_per_node(ranks_per_node)
     rank = "".join("${" + v + ":-" for v in RANK_VARIABLES) + "}" * len(RANK_VARIABLES)
     names = " or ".join(RANK_VARIABLES)
     head = shlex.quote(f"{plan.prefix}{plan.run_id}n")
-    node = 'n="$r"\n'
+    block = "r" if k == 1 else "b"
+    node = f'n="${block}"\n'
     if placement is not None:
         table = " ".join(str(int(x)) for x in placement)
-        node = (f'n=$(echo "{table}" | cut -d" " -f$((r + 1)))\n'
+        node = (f'n=$(echo "{table}" | cut -d" " -f$(({block} + 1)))\n'
                 '[ -n "$n" ] || { echo "lab-exec.sh: rank $r has no node in the placement" >&2; exit 127; }\n')
+    if k > 1:
+        node = (f"b=$((r / {k}))\n" + node
+                + f"SWING_LAB_LOCAL=$((r % {k}))\nSWING_LAB_SLOT=$((n * {k} + SWING_LAB_LOCAL))\n"
+                "export SWING_LAB_LOCAL SWING_LAB_SLOT\n")
     return (
         "#!/bin/sh\n"
         "# swing_mpi lab: run this MPI rank inside the network namespace of its torus node.\n"
@@ -160,10 +275,13 @@ class Lab:
         tcp_cc: str = DEFAULT_TCP_CC,
         routers: bool = False,
         queue_ms: int = DEFAULT_QUEUE_MS,
+        ranks_per_node: int = 1,
     ) -> None:
         """Plan a lab of ``torus`` (a :class:`Torus`, ``"4x4"`` or a dims tuple); nothing is built yet.
 
         ``placement[r]`` is the node rank ``r`` runs in (default: node ``r``), a permutation.
+        ``ranks_per_node=K`` runs ``K`` ranks in every node, ranks ``b*K .. b*K+K-1`` in node
+        ``placement[b]`` (default ``b``), talking through shared memory (MPICH only).
         ``tcp_cc`` is ``"auto"`` (``cubic`` where the kernel lets a namespace use it, else the
         host's default), ``"host"`` or a name to force (:func:`~swing_mpi.lab.system.choose_tcp_cc`;
         a name the kernel refuses fails :meth:`build` before anything is built).
@@ -172,6 +290,7 @@ class Lab:
         if placement is not None and sorted(placement) != list(range(self.torus.size)):
             raise ValueError(f"placement must list each node 0..{self.torus.size - 1} once, got {list(placement)}")
         self.placement = None if placement is None else tuple(int(x) for x in placement)
+        self.ranks_per_node = check_ranks_per_node(ranks_per_node)
         self._prefix = prefix
         self._run_id = run_id
         self._user_log: Log = log or quiet
@@ -361,18 +480,22 @@ class Lab:
     def _write_wrapper(self) -> None:
         assert self._tmpdir is not None
         path = self._tmpdir / "lab-exec.sh"
-        path.write_text(wrapper_script(self.plan, ip=shutil.which("ip") or "ip", placement=self.placement))
+        path.write_text(wrapper_script(self.plan, ip=shutil.which("ip") or "ip", placement=self.placement,
+                                       ranks_per_node=self.ranks_per_node))
         path.chmod(0o755)
 
     def exec_argv(self, rank: int, cmd: Sequence[str]) -> list[str]:
         """Return ``cmd`` run inside node ``rank``'s namespace."""
         return ["ip", "netns", "exec", self.namespace(rank), *cmd]
 
+    @property
+    def ranks(self) -> int:
+        """The ranks the lab holds: the torus size times :attr:`ranks_per_node`."""
+        return self.torus.size * self.ranks_per_node
+
     def mpi_env(self, env: Mapping[str, str] | None = None) -> dict[str, str]:
-        """Return the environment every rank gets: :data:`MPI_ENV`, then ``env`` on top."""
-        out = dict(MPI_ENV)
-        out.update(env or {})
-        return out
+        """Return the environment every rank gets: :func:`lab_mpi_env` of :attr:`ranks_per_node`, then ``env``."""
+        return lab_mpi_env(self.ranks_per_node, env)
 
     def mpiexec_argv(
         self,
@@ -387,22 +510,13 @@ class Lab:
 
         ``env`` is passed to every rank (``-genv``) on top of :data:`MPI_ENV`.
         ``timeout`` becomes ``MPIEXEC_TIMEOUT`` (hydra kills the job after it), set
-        through ``env`` at the front of the line. ``nprocs=None`` means the torus size.
+        through ``env`` at the front of the line. ``nprocs=None`` means :attr:`ranks`.
         A leading ``python``/``python3`` in ``cmd`` is replaced by ``sys.executable``.
+        With several ranks per node, rank ``r`` runs in node ``r // K`` (:func:`launch_argv`).
         """
         self._require_built()
-        n = self.torus.size if nprocs is None else int(nprocs)
-        if not 1 <= n <= self.torus.size:
-            raise ValueError(f"nprocs must be within 1..{self.torus.size}, got {nprocs}")
-        if not cmd:
-            raise ValueError("no command to run")
-        cmd = list(cmd)
-        if cmd[0] in ("python", "python3"):
-            cmd[0] = sys.executable
-        argv = ["env", f"MPIEXEC_TIMEOUT={max(1, int(round(timeout)))}", mpiexec or find_mpiexec(), "-n", str(n)]
-        for k, v in self.mpi_env(env).items():
-            argv += ["-genv", k, str(v)]
-        return argv + [str(self.wrapper), *cmd]
+        return launch_argv(self.plan, cmd, wrapper=self.wrapper, mpiexec=mpiexec or find_mpiexec(), nprocs=nprocs,
+                           ranks_per_node=self.ranks_per_node, placement=self.placement, env=env, timeout=timeout)
 
     def run_mpi(
         self,
@@ -422,7 +536,8 @@ class Lab:
         argv = self.mpiexec_argv(nprocs, cmd, env=env, timeout=timeout)
         shown = shlex.join(cmd)
         shown = shown if len(shown) <= 120 else shown[:117] + "..."
-        self.log(f"lab: running {shown} on {nprocs or self.torus.size} ranks (MPIEXEC_TIMEOUT {timeout:g} s)")
+        per = f", {self.ranks_per_node} per node" if self.ranks_per_node > 1 else ""
+        self.log(f"lab: running {shown} on {nprocs or self.ranks} ranks{per} (MPIEXEC_TIMEOUT {timeout:g} s)")
         kw: dict[str, Any] = {"text": True}
         if capture:
             kw.update(stdout=subprocess.PIPE, stderr=subprocess.PIPE)

@@ -157,3 +157,64 @@ def test_teardown_on_sigterm(tmp_path):
         if proc.poll() is None:
             proc.kill()
     assert not set(names) & set(list_namespaces())
+
+
+PER_NODE = textwrap.dedent(
+    """
+    import json, os, socket
+    import numpy as np
+    from mpi4py import MPI
+    import swing_mpi
+    c = MPI.COMM_WORLD
+    shared = c.Split_type(MPI.COMM_TYPE_SHARED)
+    ports = sorted(n for _, n in socket.if_nameindex() if n != "lo")
+
+    def sent():  # bytes this node's ports have sent so far
+        return sum(int(open(f"/sys/class/net/{p}/statistics/tx_bytes").read()) for p in ports)
+
+    n = 64 * 1024 // 8
+    a, b = np.ones(n), np.empty(n)
+    moved = {}
+    for name, pair in (("inside", (0, 1)), ("across", (0, 2))):  # ranks 0, 1 share node 0; rank 2 is node 1
+        c.Barrier()
+        before = sent()
+        if c.rank in pair:
+            peer = pair[1] if c.rank == pair[0] else pair[0]
+            c.Sendrecv(a, peer, 0, b, peer, 0)
+        c.Barrier()
+        moved[name] = sent() - before
+    x = np.arange(n, dtype=np.float64) * (c.rank + 1)
+    want = np.arange(n, dtype=np.float64) * (c.size * (c.size + 1) // 2)
+    native, ours = np.empty_like(x), np.empty_like(x)
+    c.Allreduce(x, native, op=MPI.SUM)
+    swing_mpi.Intracomm(c, dims=(2, 2, 2)).Allreduce(x, ours, op=MPI.SUM)  # the flat torus: nodes x ranks
+    me = {"rank": c.rank, "shared": shared.Get_size(), "local": int(os.environ["SWING_LAB_LOCAL"]),
+          "node": int(os.environ["SWING_LAB_NODE"]), "slot": int(os.environ["SWING_LAB_SLOT"]),
+          "netns": os.stat("/proc/self/ns/net").st_ino, "moved": moved,
+          "ok": bool(np.array_equal(native, want) and np.array_equal(ours, want))}
+    every = c.gather(me)
+    if c.rank == 0:
+        print("LABRESULT " + json.dumps(every), flush=True)
+    """
+)
+
+
+def test_two_ranks_per_node_share_memory_inside_and_links_between():
+    """2x2 nodes x 2 ranks: ranks of a node on shared memory (their ports send nothing), nodes over the links."""
+    with Lab("2x2", rate_mbit=100, ranks_per_node=2) as lab:
+        assert lab.ranks == 8 and len(_ours(lab)) == 4
+        proc = lab.run_mpi(["python", "-c", PER_NODE], timeout=60, capture=True, env={"PYTHONPATH": _ROOT})
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("LABRESULT "))
+        every = json.loads(line.split(" ", 1)[1])
+        assert [e["rank"] for e in every] == list(range(8))
+        assert all(e["ok"] for e in every)
+        assert [e["node"] for e in every] == [r // 2 for r in range(8)]
+        assert [(e["local"], e["slot"]) for e in every] == [(r % 2, r) for r in range(8)]
+        assert all(e["shared"] == 2 for e in every), "MPI sees the ranks of one namespace as one node"
+        assert len({e["netns"] for e in every}) == 4
+        assert all(every[r]["netns"] == every[r ^ 1]["netns"] for r in range(8)), "ranks 2b, 2b+1 share node b"
+        node0 = every[0]["moved"]
+        assert node0["across"] >= 64 * 1024, f"64 KiB to node 1 left node 0 by its links: {node0}"
+        assert node0["inside"] < 16 * 1024, f"64 KiB inside node 0 stayed off its links: {node0}"
+    assert not _ours(lab), "teardown left namespaces behind"

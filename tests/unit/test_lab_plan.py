@@ -486,3 +486,133 @@ def test_queue_depth_is_an_option(capsys):
     assert main(["--dims", "2x2", "--queue-ms", "100", "--routers", "--plan"]) == 0
     out = capsys.readouterr().out
     assert "latency 100ms" in out and "netns add swl0r3" in out
+
+
+# -- several ranks per node ------------------------------------------------------------------
+
+
+def _fake_launcher(tmp_path, name: str, version: str):
+    script = tmp_path / name
+    script.write_text(f"#!/bin/sh\necho '{version}'\n")
+    script.chmod(0o755)
+    return str(script)
+
+
+def test_wrapper_puts_each_block_of_k_ranks_in_one_node(tmp_path):
+    import os
+    import subprocess
+
+    from swing_mpi.lab.lab import wrapper_script
+
+    fake_ip = tmp_path / "ip"
+    fake_ip.write_text('#!/bin/sh\necho "$SWING_LAB_NODE" "$SWING_LAB_LOCAL" "$SWING_LAB_SLOT" "$@"\n')
+    fake_ip.chmod(0o755)
+    clean = {k: v for k, v in os.environ.items() if k not in ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK")}
+    k = 3
+    for place in (None, (2, 0, 3, 1)):
+        script = tmp_path / "lab-exec.sh"
+        script.write_text(wrapper_script(make_plan("2x2", run_id="ab"), ip=str(fake_ip), placement=place,
+                                         ranks_per_node=k))
+        script.chmod(0o755)
+        for r in range(4 * k):
+            node = r // k if place is None else place[r // k]
+            out = subprocess.run([str(script), "prog"], env={**clean, "PMI_RANK": str(r)}, capture_output=True,
+                                 text=True)
+            assert out.returncode == 0, out.stderr
+            assert out.stdout.split() == [str(node), str(r % k), str(node * k + r % k), "netns", "exec",
+                                          f"swlabn{node}", "prog"]
+        past = subprocess.run([str(script), "prog"], env={**clean, "PMI_RANK": str(4 * k)}, capture_output=True,
+                              text=True)
+        if place is not None:
+            assert past.returncode == 127 and "no node in the placement" in past.stderr
+
+
+def test_one_rank_per_node_keeps_the_wrapper_and_the_environment():
+    from swing_mpi.lab.lab import MPI_ENV, lab_mpi_env, wrapper_script
+
+    plan = make_plan("2x2", run_id="ab")
+    one = wrapper_script(plan, placement=(1, 0, 3, 2), ranks_per_node=1)
+    assert one == wrapper_script(plan, placement=(1, 0, 3, 2)) and "SWING_LAB_LOCAL" not in one
+    assert lab_mpi_env(1) == MPI_ENV and MPI_ENV["MPIR_CVAR_NOLOCAL"] == "1"
+    shared = lab_mpi_env(4)
+    assert "MPIR_CVAR_NOLOCAL" not in shared, "ranks of one node talk through shared memory"
+    assert shared["MPIR_CVAR_CH4_NETMOD"] == "ofi" and shared["FI_PROVIDER"] == "tcp", "nodes still over TCP"
+    assert lab_mpi_env(2, {"MPIR_CVAR_NOLOCAL": "1"})["MPIR_CVAR_NOLOCAL"] == "1"  # -e still wins
+    for bad in (0, -1, 1.5, True, "2"):
+        with pytest.raises(ValueError):
+            lab_mpi_env(bad)
+
+
+def test_hosts_name_one_host_per_node_in_rank_order():
+    from swing_mpi.lab.lab import hosts_argument
+
+    plan = make_plan("2x2", run_id="ab")
+    assert hosts_argument(plan, 2) == "swlabn0:2,swlabn1:2,swlabn2:2,swlabn3:2"
+    assert hosts_argument(plan, 4, (2, 0, 3, 1)) == "swlabn2:4,swlabn0:4,swlabn3:4,swlabn1:4"
+
+
+def test_launch_line_with_and_without_ranks_per_node():
+    import sys
+
+    from swing_mpi.lab import LabError
+    from swing_mpi.lab.lab import launch_argv
+
+    plan = make_plan("2x2", run_id="ab")
+
+    def line(**kw):
+        return launch_argv(plan, ["python", "x.py"], wrapper="/w/lab-exec.sh", mpiexec="mpiexec", timeout=60, **kw)
+
+    one = line()
+    assert one[:5] == ["env", "MPIEXEC_TIMEOUT=60", "mpiexec", "-n", "4"] and "-hosts" not in one
+    assert one[-3:] == ["/w/lab-exec.sh", sys.executable, "x.py"]
+    assert "MPIR_CVAR_NOLOCAL" in one
+    two = line(ranks_per_node=2, launcher="hydra", placement=(3, 2, 1, 0))
+    assert two[2:9] == ["mpiexec", "-launcher", "fork", "-hosts", "swlabn3:2,swlabn2:2,swlabn1:2,swlabn0:2",
+                        "-n", "8"]
+    assert "MPIR_CVAR_NOLOCAL" not in two and "FI_PROVIDER" in two
+    assert line(ranks_per_node=2, launcher="hydra", nprocs=5)[8] == "5"
+    for n in (0, 9):
+        with pytest.raises(ValueError, match="1..8"):
+            line(ranks_per_node=2, launcher="hydra", nprocs=n)
+    with pytest.raises(LabError, match="Open MPI.*ssh"):
+        line(ranks_per_node=2, launcher="openmpi")
+    with pytest.raises(LabError, match="hydra"):
+        line(ranks_per_node=2, launcher="other")
+    assert line(launcher="openmpi") == one  # one rank per node works with any launcher
+
+
+def test_launcher_kind_reads_the_version(tmp_path):
+    from swing_mpi.lab.lab import launcher_kind
+
+    assert launcher_kind(_fake_launcher(tmp_path, "hydra", "HYDRA build details:")) == "hydra"
+    assert launcher_kind(_fake_launcher(tmp_path, "ompi", "mpirun (Open MPI) 5.0.11")) == "openmpi"
+    assert launcher_kind(_fake_launcher(tmp_path, "what", "something else")) == "other"
+    assert launcher_kind(str(tmp_path / "missing")) == "other"
+
+
+def test_lab_counts_every_rank_of_every_node():
+    from swing_mpi.lab import Lab
+
+    lab = Lab((2, 2), ranks_per_node=4)
+    assert lab.ranks == 16 and "MPIR_CVAR_NOLOCAL" not in lab.mpi_env()
+    assert Lab((2, 2)).ranks == 4
+    with pytest.raises(ValueError):
+        Lab((2, 2), ranks_per_node=0)
+
+
+def test_cli_ranks_per_node(capsys, tmp_path, monkeypatch):
+    from swing_mpi.lab import cli
+
+    assert cli.main(["--dims", "2x2", "--ranks-per-node", "2", "--plan"]) == 0
+    out = capsys.readouterr().out
+    assert "# 8 ranks, 2 per node: mpiexec -launcher fork -hosts swl0n0:2,swl0n1:2,swl0n2:2,swl0n3:2" in out
+    assert cli.main(["--dims", "2x2", "--plan"]) == 0
+    assert "per node" not in capsys.readouterr().out
+    assert cli.main(["--dims", "2x2", "--ranks-per-node", "0", "--plan"]) == 2
+    # a launcher that cannot is refused before anything is built (no root needed to get here)
+    monkeypatch.setattr(cli, "find_mpiexec", lambda: _fake_launcher(tmp_path, "ompi", "mpirun (Open MPI) 5.0.11"))
+    assert cli.main(["--dims", "2x2", "--ranks-per-node", "2", "--", "python", "x.py"]) == 2
+    assert "Open MPI" in capsys.readouterr().err
+    monkeypatch.setattr(cli, "find_mpiexec", lambda: _fake_launcher(tmp_path, "hydra", "HYDRA build details:"))
+    assert cli.main(["--dims", "2x2", "--ranks-per-node", "2", "-n", "9", "--", "python", "x.py"]) == 2
+    assert "1..8" in capsys.readouterr().err
