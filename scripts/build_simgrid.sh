@@ -33,7 +33,7 @@ use_build() {  # point the venv at the folder of the built module (named in .bui
 }
 mkdir -p "$DIR"
 exec 9> "$DIR/.lock"
-flock 9  # one build at a time (two venvs set up at once wait for one build)
+if command -v flock >/dev/null; then flock 9; fi  # one build at a time (two set-ups at once wait for one build)
 if [ -f "$BUILD/.built" ]; then
   use_build
   exit
