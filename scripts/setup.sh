@@ -18,7 +18,7 @@ if ! "$VENV/bin/python" -c "import swing_mpi, mpi4py, pytest_mpi" 2>/dev/null ||
   "$VENV/bin/python" -m pip install -q -e ".[$extras]" >&2
 fi
 # SimGrid for `swing-mpi simulate` (swing_mpi/netsim): SimGrid 3.35 built from PyPI's source release by
-# scripts/build_simgrid.sh, once per machine (about 4 minutes with -j2 on 2 cores; cached in ~/.cache/swing_mpi,
+# scripts/build_simgrid.sh, once per machine (about 5 minutes, 570 CPU-s, on 2 cores; cached in ~/.cache/swing_mpi,
 # so a second venv or a rerun takes a second). Where it cannot be built (no cmake, C++ compiler, Boost or
 # pybind11 headers and not root to install them, no PyPI, a failed build), Debian's python3-simgrid (SimGrid
 # 3.32, seconds; apt-get as root): the same times, but quadratic in the transfers in flight (a 64x64 point about
