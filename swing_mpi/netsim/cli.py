@@ -291,8 +291,9 @@ def slow_simgrid(version: str, nodes: int) -> str | None:
     if v == (0, 0) or v >= (3, 34) or nodes < SLOW_SIMGRID_NODES:
         return None
     return (f"{version} ends each transfer in time proportional to all transfers in flight, so {nodes} nodes "
-            f"take minutes a point or more; scripts/build_simgrid.sh builds SimGrid 3.35, 14 times faster at "
-            f"64x64 (docs/netsim.md)")
+            f"take minutes a point or more; SimGrid 3.35 is 14 times faster at 64x64: scripts/setup.sh builds it where "
+            f"it can (cmake, a C++ compiler, Boost and pybind11 headers), or run scripts/build_simgrid.sh to see "
+            f"why it cannot (docs/netsim.md)")
 
 
 def run(args: argparse.Namespace) -> int:

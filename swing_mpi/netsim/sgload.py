@@ -1,7 +1,8 @@
-"""Import SimGrid's Python module (3.32, Debian's ``python3-simgrid``) without the rest of the system's packages.
+"""Import SimGrid's Python module (3.35 built by ``scripts/build_simgrid.sh``, or Debian's 3.32) on its own.
 
-``scripts/setup.sh`` links just the module's ``.so`` into the venv. Where that
-was not done, the module is loaded straight from Debian's file when its ABI
+``scripts/setup.sh`` points the venv at just the module (a ``.pth`` naming the
+folder of the 3.35 it built, else of a symlink to Debian's ``.so``). Where that
+was not done, Debian's module is loaded straight from its file when its ABI
 tag matches this Python's (adding all of ``/usr/lib/python3/dist-packages``
 to the path would let the system's numpy shadow the venv's).
 """
@@ -19,8 +20,9 @@ from types import ModuleType
 __all__ = ["simgrid_available", "load_simgrid", "version_tuple", "INSTALL_HINT", "SimGridMissingError"]
 
 DEBIAN_DIR = Path("/usr/lib/python3/dist-packages")
-INSTALL_HINT = ("install SimGrid 3.32 with `bash scripts/setup.sh` (as root on Debian/Ubuntu it runs "
-                "`apt-get install -y python3-simgrid` and links the module into the venv)")
+INSTALL_HINT = ("install SimGrid with `bash scripts/setup.sh` (it builds SimGrid 3.35 once where cmake, a C++ "
+                "compiler, Boost and pybind11 headers are or root can install them, else links Debian's "
+                "python3-simgrid 3.32, with apt-get as root)")
 
 
 class SimGridMissingError(ImportError):

@@ -2,7 +2,7 @@
 # auto head to head in the emulated torus lab (40 Mbit/s per link direction, MTU 65000; root): at each size,
 # auto against the few candidates that matter there (calibrate's closest and the bench's fastest), with the
 # tuning run-lab.sh calibrated in that lab, in $LAUNCHES separate labs (default 3; each its own mpiexec: a
-# launch's placement and the token buckets' state move a 64 KiB-1 MiB call by 20-50 %), then summarize.py's
+# launch's placement and the token buckets' state move a 64 KiB-1 MiB call by 20-50 %), then benchmarks/tables.py auto's
 # median of the launches' ratios per size.
 # Usage: bash benchmarks/results/auto/h2h-lab.sh DIMS SIZE=ALG,ALG... [SIZE=ALG,... ...]
 #        e.g. 8x8 64K=native,rabenseifner,recdoub 1M=swing-bw,recdoub-mirrored
@@ -29,4 +29,4 @@ for spec in "$@"; do
     files+=("$f.json")
   done
 done
-.venv/bin/python "$R/summarize.py" "${files[@]}" | tee "$R/summary-h2h-lab-$N.txt"
+.venv/bin/python benchmarks/tables.py auto "${files[@]}" | tee "$R/summary-h2h-lab-$N.txt"

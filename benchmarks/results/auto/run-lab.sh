@@ -32,4 +32,4 @@ fi
   .venv/bin/python -m mpi4py -m swing_mpi bench --algorithms "${ALGS:-all,auto}" --dims "$D" --sizes "${BENCH_SIZES:-$SIZES}" \
   --iters "${ITERS:-15}" --warmup 1 --max-time "${MAX_TIME:-5}" --bw-unit MB ${BLOCKED:+--blocked} --json "$R/bench-lab-$B.json" \
   > "$R/bench-lab-$B.txt"
-.venv/bin/python "$R/summarize.py" "$R/bench-lab-$B.json" | tee "$R/summary-lab-$B.txt"
+.venv/bin/python benchmarks/tables.py auto "$R/bench-lab-$B.json" | tee "$R/summary-lab-$B.txt"

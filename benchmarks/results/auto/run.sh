@@ -17,7 +17,7 @@ case $VENV in /*) ;; *) VENV=$ROOT/$VENV ;; esac
 PY=$VENV/bin/python
 MPIEXEC=$VENV/bin/mpiexec
 OUT=.
-LAUNCHES=${LAUNCHES:-3}  # head-to-head launches per size (summarize.py: a ratio per launch and their median)
+LAUNCHES=${LAUNCHES:-3}  # head-to-head launches per size (benchmarks/tables.py auto: a ratio per launch and their median)
 if [ "$MPI" = openmpi ]; then OUT=openmpi; mkdir -p "$OUT"; fi
 for spec in "4 2x2" "16 4x4"; do
   set -- $spec
@@ -31,7 +31,7 @@ for spec in "4 2x2" "16 4x4"; do
   "$MPIEXEC" -n "$n" "$PY" -m mpi4py -m swing_mpi bench \
     --algorithms all,auto --sizes 8,1K,64K,1M,16M --dims "$dims" --dtype float64 --op sum \
     --json "$OUT/bench-shm-$dims.json" > "$OUT/bench-shm-$dims.txt" 2> "$OUT/bench-shm-$dims.stderr"
-  "$PY" summarize.py "$OUT/bench-shm-$dims.json" | tee "$OUT/summary-shm-$dims.txt"
+  "$PY" ../../tables.py auto "$OUT/bench-shm-$dims.json" | tee "$OUT/summary-shm-$dims.txt"
   h2h=()
   while read -r size best; do
     case $size in 8|1024|65536) iters=400 streak=8 ;; 1048576) iters=60 streak=4 ;; *) iters=15 streak=3 ;; esac
@@ -42,7 +42,7 @@ for spec in "4 2x2" "16 4x4"; do
         --json "$f.json" > "$f.txt" < /dev/null
       h2h+=("$f.json")
     done
-  done < <("$PY" summarize.py --fastest "$OUT/bench-shm-$dims.json")
-  "$PY" summarize.py "${h2h[@]}" | tee "$OUT/summary-h2h-shm-$dims.txt"
+  done < <("$PY" ../../tables.py auto --fastest "$OUT/bench-shm-$dims.json")
+  "$PY" ../../tables.py auto "${h2h[@]}" | tee "$OUT/summary-h2h-shm-$dims.txt"
   unset SWING_MPI_TUNING
 done

@@ -20,4 +20,4 @@ for run in $(seq 1 "$runs"); do
     bench "$coll" all "$dir/all-$coll-run$run"
   done
 done
-.venv/bin/python "$dir/summarize.py" "$dir" | tee "$dir/summary.txt"
+.venv/bin/python benchmarks/tables.py halves "$dir" | tee "$dir/summary.txt"
