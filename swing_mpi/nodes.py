@@ -21,11 +21,13 @@ Algorithm (multi-leader allreduce, blocking calls):
     ``L = min(K, bytes // $SWING_MPI_NODE_CHUNK)`` (at least 1): a small vector runs on one leader,
     a large one on all ``K``. Slots are double-buffered, so a call needs two node barriers.
 
+Reduce-scatter and all-gather (blocking): :func:`reduce_scatter` and :func:`allgather`, one node
+barrier a call.
+
 Restrictions: a non-commutative op keeps rank order when the algorithm among nodes does (the node
-reduction is in rank order and nodes hold consecutive ranks); nonblocking and persistent calls, and
-reduce-scatter and all-gather, run the torus algorithm over all ranks on the torus ``dims + (K,)``
-(the node's ranks as one more dimension, whose links are the node's memory): the same results,
-without the node phases.
+reduction is in rank order and nodes hold consecutive ranks); nonblocking and persistent calls run
+the torus algorithm over all ranks on the torus ``dims + (K,)`` (the node's ranks as one more
+dimension, whose links are the node's memory): the same results, without the node phases.
 
 Cost (``n`` bytes, ``K`` ranks a node): the node phases move ``2n`` bytes in and ``n`` out per rank
 and reduce ``(K−1)n/K`` bytes per rank (memory bandwidth, all cores); the torus phase is the
