@@ -18,7 +18,6 @@ from typing import Any
 
 import numpy as np
 
-from ..nodes import lanes_for
 from ..schedule import AUTO, NATIVE
 from ..units import format_size
 
@@ -80,6 +79,7 @@ def work_bytes(name: str, dims: tuple[int, ...], rank: int, nbytes: int, itemsiz
     adds those. MPI's own collective is taken as one vector of temporary space. ``p``: the ranks, where
     ``dims`` may be a torus of nodes (:mod:`swing_mpi.nodes`).
     """
+    from ..nodes import lanes_for  # here: importing the bench imports no MPI
     from ..schedule import ALGORITHMS, build_schedule
 
     if name not in ALGORITHMS:
