@@ -105,7 +105,8 @@ class NodeLayout:
         every: list[int] = bounded_allgather(comm, first, "finding the nodes", timeout) if p > 1 else [first]
         self.p = p
         self.problem: str | None = None
-        want = rc.ranks_per_node
+        want = self.asked = rc.ranks_per_node
+        """``$SWING_MPI_RANKS_PER_NODE`` when the nodes were found (another value finds them again)."""
         if want is not None:
             k = want
             if p % k:
@@ -258,7 +259,7 @@ def node_layout(comm: MPI.Comm) -> NodeLayout:
                 atexit.register(_at_exit)
                 _KEYVAL = MPI.Comm.Create_keyval(delete_fn=_delete)
     layout: Any = comm.Get_attr(_KEYVAL)
-    if layout is None or layout.k != (rc.ranks_per_node or layout.k):
+    if layout is None or layout.asked != rc.ranks_per_node:
         if layout is not None:
             layout.free()
         layout = NodeLayout(comm)
