@@ -128,8 +128,8 @@ def _on_nodes(operation: str, mode: int, comm: Any, sendbuf: Any, recvbuf: Any, 
         a = call_args(operation, comm, sendbuf, recvbuf, op, recvcounts)
     except DeviceBuffer:
         if private is not None:
-            guard.verify(private, count=-1, op=op, algorithm=NATIVE, operation=operation)
-        return _native(operation, mode, comm, sendbuf, recvbuf, op, None)
+            guard.verify(private, count=-1, op=op or MPI.REPLACE, algorithm=NATIVE, operation=operation)
+        return _native(operation, mode, comm, sendbuf, recvbuf, op, recvcounts)
     except (TypeError, ValueError) as e:
         if private is not None:
             guard.verify(private, operation=operation, error=e)
