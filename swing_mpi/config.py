@@ -133,17 +133,9 @@ def parse_segment(text: str | None) -> int:
 
     Takes a byte count with an optional binary suffix (``256K``, ``1M``). Every rank must use the same value.
     """
-    v = (text or "").strip().upper().removesuffix("B").removesuffix("I")
-    if not v:
-        return DEFAULT_SEGMENT
-    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(v[-1:], 1)
-    digits = v[:-1] if scale > 1 else v
-    if not digits.isdigit():
-        raise ValueError(f"SWING_MPI_SEGMENT={text!r}: expected bytes (e.g. 1M, 262144 or 0 for no segments)")
-    n = int(digits) * scale
-    if 0 < n < 4096:
-        raise ValueError(f"SWING_MPI_SEGMENT={text!r}: a segment is at least 4096 bytes (or 0: none)")
-    return n
+    return _parse_bytes("SWING_MPI_SEGMENT", text, DEFAULT_SEGMENT, 4096,
+                        expected="bytes (e.g. 1M, 262144 or 0 for no segments)",
+                        too_small="a segment is at least 4096 bytes (or 0: none)")
 
 
 def parse_ranks_per_node(text: str | None) -> int | None:
@@ -161,18 +153,22 @@ def parse_node_chunk(text: str | None) -> int:
     return _parse_bytes("SWING_MPI_NODE_CHUNK", text, DEFAULT_NODE_CHUNK, 0)
 
 
-def _parse_bytes(name: str, text: str | None, default: int, least: int) -> int:
-    """Return a byte count with an optional binary suffix (``256K``, ``1M``); ``default`` if unset."""
+def _parse_bytes(name: str, text: str | None, default: int, least: int, *,
+                 expected: str = "bytes (e.g. 32K, 1M or 65536)", too_small: str | None = None) -> int:
+    """Return a byte count with an optional binary suffix (``256K``, ``1M``); ``default`` if unset.
+
+    ``expected`` and ``too_small`` word the errors (a text that is no count; a count below ``least`` but not 0).
+    """
     v = (text or "").strip().upper().removesuffix("B").removesuffix("I")
     if not v:
         return default
     scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(v[-1:], 1)
     digits = v[:-1] if scale > 1 else v
     if not digits.isdigit():
-        raise ValueError(f"{name}={text!r}: expected bytes (e.g. 32K, 1M or 65536)")
+        raise ValueError(f"{name}={text!r}: expected {expected}")
     n = int(digits) * scale
     if 0 < n < least:
-        raise ValueError(f"{name}={text!r}: at least {least} bytes (or 0)")
+        raise ValueError(f"{name}={text!r}: {too_small or f'at least {least} bytes (or 0)'}")
     return n
 
 
