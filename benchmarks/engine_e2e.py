@@ -31,7 +31,9 @@ import swing_mpi
 def _call(comm, algorithm: str, x: np.ndarray, y: np.ndarray):
     if algorithm == "native":
         return lambda: comm.Allreduce(x, y, MPI.SUM)
-    return lambda: swing_mpi.allreduce(comm, x, y, MPI.SUM, algorithm=algorithm)
+    name, _, dims = algorithm.partition("@")  # NAME@DIMS: on those dims (a torus of nodes, or of ranks)
+    dims_t = tuple(int(d) for d in dims.split("x")) if dims else None
+    return lambda: swing_mpi.allreduce(comm, x, y, MPI.SUM, algorithm=name, dims=dims_t)
 
 
 def _timed(comm, fn, batch: int) -> float:
@@ -45,7 +47,15 @@ def _timed(comm, fn, batch: int) -> float:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="8,1024,65536,1048576", help="bytes, comma list (default 8,1K,64K,1M)")
-    ap.add_argument("--algorithms", "-a", default="recdoub,swing-lat,swing-bw,auto", help="ours, comma list")
+    ap.add_argument("--algorithms", "-a", default="recdoub,swing-lat,swing-bw,auto",
+                    help="ours, comma list; NAME@DIMS runs on those dims (auto@2x2: a torus of nodes where "
+                         "SWING_MPI_RANKS_PER_NODE=K makes nodes and 2x2 names fewer places than ranks)")
+    ap.add_argument("--own-arrays", action="store_true",
+                    help="each algorithm its own arrays (default: all share one pair, and the repeat path's "
+                         "record of one array is the last algorithm's)")
+    ap.add_argument("--settle", type=int, default=0,
+                    help="calls timed after the first one, before the rounds (their mean: what a user's first "
+                         "calls cost, auto's trial included; default 0)")
     ap.add_argument("--rounds", type=int, default=15, help="rounds; each number is their median (default 15)")
     ap.add_argument("--batch", type=int, default=20, help="calls per timing (default 20)")
     ap.add_argument("--label", default="", help="a name for this run (e.g. the checkout)")
@@ -68,8 +78,15 @@ def main() -> int:
             first[alg] = _timed(comm, fn, 1)
             comm.Free()
         comms = {alg: world.Dup() for alg in algorithms}
-        calls = {alg: _call(comms[alg], alg, x, y) for alg in algorithms}
-        for alg in algorithms:  # warm-up
+        if args.own_arrays:  # as call sites of an application: the repeat path keeps one record per array
+            calls = {alg: _call(comms[alg], alg, x.copy(), np.empty_like(y)) for alg in algorithms}
+        else:
+            calls = {alg: _call(comms[alg], alg, x, y) for alg in algorithms}
+        settle = {}
+        for alg in algorithms:  # warm-up: the first call, the settling calls, three more
+            calls[alg]()
+            if args.settle:
+                settle[alg] = _timed(comms[alg], calls[alg], args.settle)
             for _ in range(3):
                 calls[alg]()
         times: dict[str, list[float]] = {alg: [] for alg in algorithms}
@@ -83,7 +100,7 @@ def main() -> int:
         for alg in algorithms:
             med = statistics.median(times[alg])
             rows.append({"bytes": nbytes, "algorithm": alg, "median_s": med, "ratio_to_native": med / nat,
-                         "first_call_s": first[alg]})
+                         "first_call_s": first[alg], **({"settle_mean_s": settle[alg]} if settle else {})})
         if me == 0:
             line = "  ".join(f"{a} {statistics.median(times[a]) * 1e6:8.2f}us "
                              f"({statistics.median(times[a]) / nat:4.2f}x)"
@@ -92,7 +109,9 @@ def main() -> int:
     if me == 0 and args.out:
         lib = MPI.Get_library_version().splitlines()[0].strip()
         meta = {"label": args.label, "ranks": world.Get_size(), "mpi": lib, "rounds": args.rounds,
-                "batch": args.batch, "engine": getattr(swing_mpi.config.rc, "engine", "python (before the core)"),
+                "batch": args.batch, "settle": args.settle, "own_arrays": args.own_arrays,
+                "ranks_per_node": os.environ.get("SWING_MPI_RANKS_PER_NODE"),
+                "engine": getattr(swing_mpi.config.rc, "engine", "python (before the core)"),
                 "swing_mpi": os.path.dirname(swing_mpi.__file__), "host": platform.node(),
                 "cpus": os.cpu_count(), "loadavg": list(os.getloadavg()),
                 "measured": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

@@ -16,10 +16,10 @@ from mpi4py import MPI
 
 from . import collectives
 from .buffers import Args, BufferSpec, call_args, op_facts
-from .choose import algorithm_names, check_name, decide, supports
+from .choose import algorithm_names, check_name, decide, node_form, supports
 from .nodes import lanes_for, node_torus
 from .online import Trial
-from .pipeline import BLOCKING, NONBLOCKING, PERSISTENT, call, decision_for
+from .pipeline import BLOCKING, NONBLOCKING, PERSISTENT, call, decision_for, node_form_trial
 from .repeat import LAST_NATIVE, NATIVE_RECORDS, NATIVE_SHAPES, NO_RECORD, RECORDS, again, native_again
 from .request import Request
 from .schedule import AUTO, NATIVE
@@ -53,13 +53,21 @@ def resolve(algorithm: str | None, p: int, nbytes: int, op: MPI.Op, datatype: MP
     passes its communicator's, equal on all ranks).
     """
     exact, native_ok = op_facts(op, datatype)
+    requested = requested_algorithm(algorithm)
     if dims is not None and len(dims) and p % math.prod(dims) == 0 and math.prod(dims) < p and nbytes:
-        # dims of nodes (swing_mpi.nodes): each lane's allreduce among the nodes decides on its chunk
+        # dims of nodes (swing_mpi.nodes): auto's form (the model's, no trial), then over all ranks on
+        # dims + (K,), or each lane's allreduce among the nodes on its chunk
         k = p // math.prod(dims)
         n = count if count is not None else nbytes
         lanes = lanes_for(nbytes, n, k)
-        p, nbytes = math.prod(dims), -(-nbytes // lanes)
-    return decide(requested_algorithm(algorithm), p, dims if dims is not None else (p,), nbytes, exact=exact,
+        nodes_t = tuple(dims)
+        if requested == AUTO and node_form(nodes_t, k, nbytes, max(1, nbytes // max(1, n)), lanes, exact=exact,
+                                           commutative=op.Is_commutative(), native_ok=native_ok,
+                                           tuning=tuning).algorithm == "flat":
+            dims = (*nodes_t, k)
+        else:
+            p, nbytes = math.prod(dims), -(-nbytes // lanes)
+    return decide(requested, p, dims if dims is not None else (p,), nbytes, exact=exact,
                   commutative=op.Is_commutative(), native_ok=native_ok, tuning=tuning).algorithm
 
 
@@ -152,13 +160,17 @@ def auto_trial(comm: MPI.Intracomm, recvbuf: Any, op: MPI.Op = MPI.SUM, *, dims:
     """Return the trial ``auto`` runs for blocking allreduces like this one (:mod:`swing_mpi.online`).
 
     ``None`` where it tries nothing (no measured table with close contenders, a
-    user-defined op or datatype, dims of nodes, or ``SWING_MPI_TRIAL=off``). Collective on a
+    user-defined op or datatype, or ``SWING_MPI_TRIAL=off``). With ``dims`` of nodes: the trial of the
+    two forms (node phases or the torus of ranks; its picks are ``nodes`` and ``flat``). Collective on a
     communicator's first use, like the call itself; a benchmark calls until ``trial.pick`` is set to time what
     ``auto`` settles on.
     """
     a: Args = call_args("allreduce", comm, None, recvbuf, op)
-    if not a.count or node_torus(comm, dims) is not None:  # dims of nodes: each lane's calls try on their own
+    if not a.count:
         return None
+    nodes_t = node_torus(comm, dims)
+    if nodes_t is not None:
+        return node_form_trial(comm, nodes_t, a, op)
     return decision_for("allreduce", comm, a, op, AUTO, dims)[2]
 
 

@@ -44,7 +44,7 @@ from .tuning import (
 __all__ = [
     "decide", "Decision", "Estimate", "explain", "choose", "resolve", "choose_collective", "candidates",
     "contenders", "keeps_order", "supports", "check_name", "cache_clear", "algorithm_names", "clearly_faster",
-    "trial_verdict",
+    "trial_verdict", "node_form", "NODE_FORMS", "NODE_FORM_FACTOR",
     "COLLECTIVES", "NONCOMMUTATIVE", "NATIVE_MARGIN", "CLOSE_FACTOR", "TRIAL_MAX", "SWITCH_MARGIN", "SWITCH_Z",
     "MODEL_RESOLUTION", "NATIVE_BELOW_MARGIN",
     # the tuning it decides with (defined in swing_mpi.tuning)
@@ -74,6 +74,13 @@ MODEL_RESOLUTION = 0.05
 routed cost so far is not routed: the model is not that precise, and routing a large torus is slow."""
 NATIVE_BELOW_MARGIN = 0.10
 """Calibrate sets ``native_below_bytes`` where ``native`` was at least this fraction faster than all of ours."""
+NODE_FORMS = ("nodes", "flat")
+"""How an allreduce on a torus of nodes runs: the node phases around the torus algorithm among nodes
+(:mod:`swing_mpi.nodes`), or the torus algorithm over all ranks on ``dims + (K,)``."""
+NODE_FORM_FACTOR = 3.0
+"""On a torus of nodes, ``auto`` tries every form whose modelled time is within this factor of the least:
+the model knows neither the network nor what a node phase costs in this library's Python (on the 2-core
+VM, 30 us a call where it models 0.2 us: benchmarks/results/nodes-auto), so the first calls measure."""
 
 
 @dataclass(frozen=True)
@@ -281,6 +288,66 @@ def _auto(p: int, dims: tuple[int, ...], nbytes: int, exact: bool, commutative: 
     return Decision(best, "model", tuple(est) + ((rule,) if native_ok else ()))
 
 
+@lru_cache(maxsize=1024)
+def node_form(nodes: tuple[int, ...], k: int, nbytes: int, itemsize: int, lanes: int, *, exact: bool,
+              commutative: bool = True, native_ok: bool = True, tuning: Tuning | None = None) -> Decision:
+    """Return ``auto``'s form (:data:`NODE_FORMS`) for an allreduce of ``nbytes`` on a torus of nodes (no trial).
+
+    ``nodes``: the torus of nodes; ``k`` ranks a node; ``lanes``: the node's ranks the node form runs the
+    torus phase on (:func:`swing_mpi.nodes.lanes_for`). Where ``auto`` over all ranks hands the vector to
+    MPI by rule (``native_below_bytes``), ``flat`` (MPI's call) without a trial. Otherwise both forms
+    are priced by :func:`swing_mpi.model.node_phases.model_forms` with the tuning's ``alpha`` (a step and
+    a barrier round), ``1/beta`` (a link) and ``gamma`` (a core's reduction), each with ``auto``'s pick on
+    its dims (``recdoub`` standing for MPI's call); contenders: the forms within
+    :data:`NODE_FORM_FACTOR` of the least, ``flat`` first. A trial keeps its first contender unless
+    another is clearly faster (:func:`trial_verdict`), and ``flat`` is the one a trial underrates: once
+    settled it runs on the repeat path (the arrays' record), which no trial call takes (on the 2-core
+    VM, 64 KiB: 30 us a trial call, 13 us settled, against 40 us for ``nodes`` either way).
+    """
+    from .model.node_phases import NodeCosts, model_forms
+
+    tuning = tuning or DEFAULT_TUNING
+    m = math.prod(nodes)
+    flat = (*nodes, k)
+    nb = native_below(tuning)
+    rule = Decision("flat", "rule", (Estimate("flat", None, "rule", f"auto over all ranks hands {nbytes} B to "
+                                              "MPI (native_below_bytes): MPI's call over all ranks"),))
+    if native_ok and nb is not None and nbytes < nb and tuning.table_for(
+            m * k, flat, exact=exact, commutative=commutative) is None:
+        return rule  # (before pricing anything: a large torus's model takes seconds to build)
+    fd = decide(AUTO, m * k, flat, nbytes, exact=exact, commutative=commutative, native_ok=native_ok,
+                tuning=tuning)
+    if fd.algorithm == NATIVE and fd.why == "rule":
+        return rule
+    nd = decide(AUTO, m, nodes, -(-nbytes // max(1, lanes)), exact=exact, commutative=commutative,
+                native_ok=native_ok, tuning=tuning)
+    nc = NodeCosts(k, gamma_s_per_byte=tuning.gamma, c_gamma_s_per_byte=tuning.gamma, sync_s=tuning.alpha,
+                   itemsize=max(1, itemsize))
+    kw: dict[str, Any] = dict(alpha=tuning.alpha, link_bytes_per_s=1.0 / max(tuning.beta, 1e-30))
+    est: list[Estimate] = []
+    for form, d, key in (("nodes", nd, "multi_leader_s"), ("flat", fd, "flat_s")):
+        alg = d.algorithm if d.algorithm in ALGORITHMS else "recdoub"
+        t: Any
+        try:
+            t = model_forms(alg, nodes, nbytes, nc, **kw)[key]
+        except ValueError:  # no schedule of it on these dims
+            t = None
+        where = f"among the nodes on {'x'.join(map(str, nodes))}" if form == "nodes" else \
+            f"over all ranks on {'x'.join(map(str, flat))}"
+        est.append(Estimate(form, None if t is None else float(t), "model",
+                            f"node-phase model of {alg} ({d.algorithm} by auto) {where}"))
+    priced = sorted((e for e in est if e.seconds is not None),
+                    key=lambda e: (e.seconds, NODE_FORMS.index(e.algorithm)))
+    if not priced:
+        return Decision("nodes", "model", tuple(est))
+    best = priced[0]
+    assert best.seconds is not None
+    close = sorted(((e.algorithm, float(e.seconds)) for e in priced
+                    if e.seconds is not None and e.seconds <= NODE_FORM_FACTOR * best.seconds),
+                   key=lambda c: c[0] != "flat")  # flat first: the reference a trial keeps unless clearly beaten
+    return Decision(best.algorithm, "model", tuple(est), tuple(close) if len(close) > 1 else ())
+
+
 _SEEN: dict[tuple, tuple[Tuning, Decision]] = {}
 """``auto``'s decisions by the tuning's identity (a dict lookup; the tuning itself is kept, so its id stays its)."""
 _SEEN_MAX = 4096
@@ -291,6 +358,7 @@ def cache_clear() -> None:
     _SEEN.clear()
     _auto.cache_clear()
     _named.cache_clear()
+    node_form.cache_clear()
 
 
 @lru_cache(maxsize=1024)

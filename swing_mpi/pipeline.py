@@ -18,7 +18,7 @@ from mpi4py import MPI
 
 from . import guard, nodes, online
 from .buffers import Args, DeviceBuffer, call_args, is_in_place, native_bit_identical
-from .choose import Decision, decide, supports
+from .choose import Decision, decide, node_form, supports
 from .config import rc
 from .executor import Plan
 from .repeat import RECORDS, again, remember, remember_native
@@ -27,7 +27,8 @@ from .schedule import AUTO, NATIVE, build_schedule
 from .schedule.halves import ALL_GATHER, REDUCE_SCATTER, build_half
 from .state import CommState, comm_state, dims_for
 
-__all__ = ["call", "decision_for", "trial_of", "BLOCKING", "NONBLOCKING", "PERSISTENT", "NATIVE_CALLS"]
+__all__ = ["call", "decision_for", "trial_of", "node_form_trial", "BLOCKING", "NONBLOCKING", "PERSISTENT",
+           "NATIVE_CALLS"]
 
 BLOCKING, NONBLOCKING, PERSISTENT = 0, 1, 2
 
@@ -54,18 +55,26 @@ def _native(operation: str, mode: int, comm: Any, sendbuf: Any, recvbuf: Any, op
     return fn(comm, sb, recvbuf, op)
 
 
+_UNRECORDED: Any = object()
+"""``recorded_as`` of a call the repeat path must not remember (a trial's call of a form)."""
+
+
 def call(operation: str, mode: int, comm: Any, sendbuf: Any, recvbuf: Any, op: Any, algorithm: str | None,
-         dims: Any, check: bool | None, recvcounts: Any = None) -> Any:
+         dims: Any, check: bool | None, recvcounts: Any = None, *, recorded_as: Any = None) -> Any:
     """Run (blocking) or start (nonblocking, persistent: return the request) one collective call.
 
     ``operation``: ``allreduce``, ``reduce_scatter_block``, ``reduce_scatter`` or ``allgather`` (``op``
     ``None``). Bad arguments raise on the calling rank before any data moves (with the check on, on every
-    rank). A blocking call on plain numpy arrays without the check is remembered for the repeat path.
+    rank). A blocking call on plain numpy arrays without the check is remembered for the repeat path,
+    under ``dims`` (``recorded_as``: under those dims instead, the ones the user gave; :data:`_UNRECORDED`: not).
     """
     if (dims is not None or rc.dims) and isinstance(comm, MPI.Comm):
         nodes_t = nodes.node_torus(comm, dims)
         if nodes_t is not None:  # a torus of nodes, several ranks on each
-            return _on_nodes(operation, mode, comm, sendbuf, recvbuf, op, algorithm, nodes_t, check, recvcounts)
+            return _on_nodes(operation, mode, comm, sendbuf, recvbuf, op, algorithm, dims, nodes_t, check,
+                             recvcounts)
+    if recorded_as is None:
+        recorded_as = dims
     checking = rc.check if check is None else bool(check)
     private = guard.private(comm) if checking else None
     try:
@@ -89,11 +98,12 @@ def call(operation: str, mode: int, comm: Any, sendbuf: Any, recvbuf: Any, op: A
         return None
     if name == NATIVE:
         out = _native(operation, mode, comm, sendbuf, recvbuf, op, a.counts)
-        if mode == BLOCKING and not (checking or rc.check) and operation != "reduce_scatter":
+        if (mode == BLOCKING and not (checking or rc.check) and operation != "reduce_scatter"
+                and recorded_as is not _UNRECORDED):
             # remembered only where no call checks by default: a later call with check=None must check
             if operation == "allreduce":
-                remember(comm, sendbuf, recvbuf, op, algorithm, dims, a.datatype, None, None)
-            remember_native(operation, comm, sendbuf, recvbuf, op, algorithm, dims, a.datatype)
+                remember(comm, sendbuf, recvbuf, op, algorithm, recorded_as, a.datatype, None, None)
+            remember_native(operation, comm, sendbuf, recvbuf, op, algorithm, recorded_as, a.datatype)
         return out
     st = st0 if st0 is not None and placement is None else comm_state(comm, placement)
     if operation != "allreduce":
@@ -103,17 +113,18 @@ def call(operation: str, mode: int, comm: Any, sendbuf: Any, recvbuf: Any, op: A
                         bool(a.count), a.datatype, op, a.recv.data, None if a.send is None else a.send.data,
                         key=_key("allreduce", name, dims_t, a.count, a, op))
     plan = _run(st, name, dims_t, a, op, comm, sendbuf, recvbuf)
-    if plan is not None and not (checking or rc.check):  # cached: the next call may reuse it
-        remember(comm, sendbuf, recvbuf, op, algorithm, dims, a.datatype, st, plan)
+    if plan is not None and not (checking or rc.check) and recorded_as is not _UNRECORDED:
+        remember(comm, sendbuf, recvbuf, op, algorithm, recorded_as, a.datatype, st, plan)  # the next call may reuse it
     return None
 
 
 def _on_nodes(operation: str, mode: int, comm: Any, sendbuf: Any, recvbuf: Any, op: Any, algorithm: str | None,
-              nodes_t: tuple[int, ...], check: bool | None, recvcounts: Any) -> Any:
+              dims: Any, nodes_t: tuple[int, ...], check: bool | None, recvcounts: Any) -> Any:
     """Run a call whose ``dims`` are a torus of nodes (:mod:`swing_mpi.nodes`).
 
     A blocking call runs the node phases around the torus algorithm among nodes; a nonblocking or
-    persistent one runs the torus algorithm over all ranks on ``nodes_t + (K,)``. The nodes are
+    persistent one runs the torus algorithm over all ranks on ``nodes_t + (K,)``. A blocking
+    allreduce left to ``auto`` runs whichever of the two :func:`_node_form` picks. The nodes are
     checked (collectively, the same verdict on every rank) before anything else.
     """
     layout = nodes.node_layout(comm)
@@ -138,15 +149,17 @@ def _on_nodes(operation: str, mode: int, comm: Any, sendbuf: Any, recvbuf: Any, 
         guard.verify(private, count=a.count, datatype=a.datatype, op=op or MPI.REPLACE, algorithm=requested,
                      dims=ranks_t, operation=operation, counts=None if operation == "allreduce" else a.counts)
     if operation == "allreduce":
-        def lane_allreduce(lane: Any, buf: Any) -> None:  # the repeat path where buf is last call's array
-            r = RECORDS.get(id(buf))
-            if (r is not None and r.comm is lane and r.op is op and r.algorithm is algorithm and r.dims is nodes_t
-                    and r.send is None and r.in_place is MPI.IN_PLACE and type(buf) is np.ndarray
-                    and buf.dtype is r.rdtype and again(r, MPI.IN_PLACE, buf)):
-                return
-            call("allreduce", BLOCKING, lane, MPI.IN_PLACE, buf, op, algorithm, nodes_t, False)
-
-        nodes.allreduce(layout, nodes_t, a, op, sendbuf, lane_allreduce)
+        form, trial, st = _node_form(comm, layout, nodes_t, a, op) if requested == AUTO else ("nodes", None, None)
+        timed = trial is not None and trial.pick is None
+        t0 = perf_counter()
+        if form == "flat":  # remembered under the user's dims once the form is settled: the repeat path runs it
+            call("allreduce", BLOCKING, comm, sendbuf, recvbuf, op, algorithm, ranks_t, False,
+                 recorded_as=_UNRECORDED if timed or checking else dims)
+        else:
+            _nodes_allreduce(layout, nodes_t, a, op, sendbuf, algorithm)
+        if timed:
+            assert trial is not None and st is not None
+            trial.record(perf_counter() - t0, st.comm)
     elif operation == "allgather":
         nodes.allgather(layout, a, lambda lane, send, recv: call("allgather", BLOCKING, lane, send, recv, None,
                                                                  algorithm, nodes_t, False))
@@ -154,6 +167,48 @@ def _on_nodes(operation: str, mode: int, comm: Any, sendbuf: Any, recvbuf: Any, 
         nodes.reduce_scatter(layout, a, op, lambda lane, send, recv, counts: call(
             "reduce_scatter", BLOCKING, lane, send, recv, op, algorithm, nodes_t, False, counts))
     return None
+
+
+def _node_form(comm: Any, layout: nodes.NodeLayout, nodes_t: tuple[int, ...], a: Args,
+               op: MPI.Op) -> tuple[str, online.Trial | None, CommState]:
+    """Return ``auto``'s form for a blocking allreduce on a torus of nodes, its trial and the state holding it.
+
+    The model's pick (:func:`swing_mpi.choose.node_form`); where it names contenders, the first calls of
+    the size try them (:mod:`swing_mpi.online`, predefined ops and datatypes), every rank alike.
+    """
+    st = comm_state(comm)
+    lanes = nodes.lanes_for(a.nbytes, a.count, layout.k)
+    d = node_form(nodes_t, layout.k, a.nbytes, a.recv.extent, lanes, exact=a.exact, commutative=a.commutative,
+                  native_ok=a.native_ok, tuning=st.tuning)
+    trial = None
+    if d.contenders and a.count and st.trial and op.is_predefined and a.datatype.is_predefined:
+        key = ("node-form", nodes_t, layout.k, a.nbytes, a.datatype.py2f(), op.py2f())
+        trial = online.trial_for(st, key, d.contenders)
+    return (d.algorithm if trial is None else trial.algorithm), trial, st
+
+
+def node_form_trial(comm: Any, nodes_t: tuple[int, ...], a: Args, op: MPI.Op) -> online.Trial | None:
+    """Return the trial of ``auto``'s form for blocking allreduces like ``a`` on the torus of nodes ``nodes_t``.
+
+    ``None``: none (one form priced close enough, or no trial). Collective on first use (the nodes are found).
+    """
+    layout = nodes.node_layout(comm)
+    layout.check(nodes_t)
+    return _node_form(comm, layout, nodes_t, a, op)[1]
+
+
+def _nodes_allreduce(layout: nodes.NodeLayout, nodes_t: tuple[int, ...], a: Args, op: MPI.Op, sendbuf: Any,
+                     algorithm: str | None) -> None:
+    """Run the node form of a blocking allreduce (:func:`swing_mpi.nodes.allreduce`)."""
+    def lane_allreduce(lane: Any, buf: Any) -> None:  # the repeat path where buf is last call's array
+        r = RECORDS.get(id(buf))
+        if (r is not None and r.comm is lane and r.op is op and r.algorithm is algorithm and r.dims is nodes_t
+                and r.send is None and r.in_place is MPI.IN_PLACE and type(buf) is np.ndarray
+                and buf.dtype is r.rdtype and again(r, MPI.IN_PLACE, buf)):
+            return
+        call("allreduce", BLOCKING, lane, MPI.IN_PLACE, buf, op, algorithm, nodes_t, False)
+
+    nodes.allreduce(layout, nodes_t, a, op, sendbuf, lane_allreduce)
 
 
 def _tried(trial: online.Trial, st: CommState, name: str, dims_t: tuple[int, ...], a: Args, op: MPI.Op,

@@ -280,3 +280,42 @@ def test_the_mismatch_check_covers_node_calls(nodes_of):
     with pytest.raises(swing_mpi.CollectiveMismatchError, match="count differs"):
         swing_mpi.allreduce(WORLD, np.ones(n), y, dims="x".join(map(str, torus)), check=True)
     assert (y == 7.0).all()
+
+
+@needs_nodes
+@pytest.mark.skipif(P < 2, reason="one rank: no trial to agree on")
+def test_auto_tries_both_forms_and_every_rank_settles_on_one(nodes_of):
+    """``auto`` on a torus of nodes tries both forms and every rank keeps the same one.
+
+    Its first calls of a size try the node phases and the flat torus ``dims + (K,)`` where the model
+    finds them close, every rank settles on the same form, and every call meets MPI's result, before,
+    during and after the trial. Rank 0 calls on the same arrays every time (the repeat path, once the
+    form is settled), the others on new arrays each call.
+    """
+    from swing_mpi.choose import NODE_FORMS, node_form
+    from swing_mpi.state import comm_state
+
+    k, torus = SETUPS[0]
+    nodes_of(k)
+    n = 8192  # 64 KiB of float64: priced close by the built-in model on every node torus here
+    st = comm_state(WORLD)
+    lanes = lanes_for(n * 8, n, k)
+    d = node_form(torus, k, n * 8, 8, lanes, exact=False, tuning=st.tuning)
+    if not st.trial or not d.contenders:
+        pytest.skip(f"no trial here: SWING_MPI_TRIAL off or the model does not find the forms close ({d})")
+    base = _floats(n, 21)
+    ref = np.empty_like(base)
+    WORLD.Allreduce(base, ref)
+    x0, y0 = base.copy(), np.empty_like(base)
+    for it in range(120):
+        x, y = (x0, y0) if R == 0 else (base.copy(), np.empty_like(base))
+        swing_mpi.allreduce(WORLD, x, y, dims=torus)
+        assert np.allclose(y, ref, rtol=1e-12, atol=1e-12 * P), it
+        if it % 15 == 0 or it == 119:
+            assert _same_everywhere(y), it
+    key = ("node-form", torus, k, n * 8, MPI.DOUBLE.py2f(), MPI.SUM.py2f())
+    trial = st.trials[key]
+    assert trial is not None and trial.pick in NODE_FORMS
+    assert set(trial.turns) == set(NODE_FORMS)  # both were tried
+    assert swing_mpi.api.auto_trial(WORLD, y, MPI.SUM, dims=torus) is trial  # what a benchmark waits for
+    assert len(set(WORLD.allgather((trial.pick, trial.medians)))) == 1

@@ -645,3 +645,34 @@ def test_choose_command_decides_a_noncommutative_reduce_scatter_as_the_api_does(
     assert main(["choose", "--dims", "4", "--size", "8", "--noncommutative", "--collective", "reduce_scatter",
                  "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["pick"] == "native"
+
+
+# -- auto's form on a torus of nodes (choose.node_form) --------------------------------------------------
+
+def test_node_form_hands_small_vectors_to_mpi_over_all_ranks():
+    t = chooser.Tuning(alpha=10e-6, beta=1e-9, gamma=0.05e-9, native_below_bytes=1024)
+    d = chooser.node_form((2, 2), 4, 512, 8, 1, exact=False, tuning=t)
+    assert (d.algorithm, d.why, d.contenders) == ("flat", "rule", ())
+    d = chooser.node_form((2, 2), 4, 512, 8, 1, exact=False, native_ok=False, tuning=t)
+    assert d.why == "model"  # MPI's result not bit-identical for this op: both forms priced
+
+
+def test_node_form_prices_both_forms_and_tries_the_close_ones():
+    t = chooser.Tuning(alpha=10e-6, beta=1e-9, gamma=0.05e-9, native_below_bytes=64)
+    d = chooser.node_form((4, 4), 2, 1 << 20, 8, 2, exact=False, tuning=t)
+    forms = {e.algorithm: e.seconds for e in d.estimates}
+    assert set(forms) == set(chooser.NODE_FORMS) and all(s and s > 0 for s in forms.values())
+    assert d.algorithm == min(forms, key=lambda f: forms[f])
+    # the contenders: every form within NODE_FORM_FACTOR of the least, flat first (the trial's reference)
+    close = [f for f, s in forms.items() if s <= chooser.NODE_FORM_FACTOR * forms[d.algorithm]]
+    assert sorted(c for c, _ in d.contenders) == sorted(close if len(close) > 1 else [])
+    assert d.contenders and d.contenders[0][0] == "flat"
+
+
+def test_node_form_does_not_try_a_form_the_model_puts_far_behind():
+    # 48 ranks a node on 8x8 nodes, 1 MiB: the flat torus 8x8x48 sends every rank's bytes over the node's links
+    t = chooser.Tuning(alpha=10e-6, beta=1e-9, gamma=0.05e-9, native_below_bytes=64)
+    d = chooser.node_form((8, 8), 48, 1 << 20, 8, 32, exact=False, tuning=t)
+    forms = {e.algorithm: e.seconds for e in d.estimates}
+    assert d.algorithm == "nodes" and d.contenders == ()
+    assert forms["flat"] > chooser.NODE_FORM_FACTOR * forms["nodes"]
