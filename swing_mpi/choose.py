@@ -44,7 +44,7 @@ from .tuning import (
 __all__ = [
     "decide", "Decision", "Estimate", "explain", "choose", "resolve", "choose_collective", "candidates",
     "contenders", "keeps_order", "supports", "check_name", "cache_clear", "algorithm_names", "clearly_faster",
-    "trial_verdict", "node_form", "NODE_FORMS", "NODE_FORM_FACTOR",
+    "trial_verdict", "node_form", "node_lanes", "NODE_FORMS", "NODE_FORM_FACTOR",
     "COLLECTIVES", "NONCOMMUTATIVE", "NATIVE_MARGIN", "CLOSE_FACTOR", "TRIAL_MAX", "SWITCH_MARGIN", "SWITCH_Z",
     "MODEL_RESOLUTION", "NATIVE_BELOW_MARGIN",
     # the tuning it decides with (defined in swing_mpi.tuning)
@@ -286,6 +286,15 @@ def _auto(p: int, dims: tuple[int, ...], nbytes: int, exact: bool, commutative: 
         return Decision(NATIVE, "rule", (rule,))
     best, est = _model(ours, dims, nbytes, exact, tuning, collective)
     return Decision(best, "model", tuple(est) + ((rule,) if native_ok else ()))
+
+
+def node_lanes(nbytes: int, count: int, k: int, chunk: int) -> int:
+    """Return how many of a node's ``k`` ranks run the torus phase for ``nbytes`` (``count`` elements).
+
+    ``chunk``: the bytes a lane gets at least (``$SWING_MPI_NODE_CHUNK``; 0: all ``k``).
+    """
+    want = k if chunk == 0 else max(1, nbytes // max(1, chunk))
+    return max(1, min(k, want, count))
 
 
 @lru_cache(maxsize=1024)

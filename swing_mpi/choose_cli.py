@@ -14,8 +14,9 @@ import math
 import sys
 from dataclasses import replace
 
-from .choose import COLLECTIVES, explain
+from .choose import COLLECTIVES, Decision, explain, node_form, node_lanes
 from .cliargs import add_collective
+from .config import rc
 from .model.features import NETWORKS
 from .tuning import Tuning, load_tuning, network_for
 from .units import SIZE_HELP, format_dims, format_size, parse_size
@@ -70,6 +71,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="the collective called: allreduce (default), reduce_scatter or allgather")
     parser.add_argument("--tuning", "-t", default=None,
                         help="tuning file (default: $SWING_MPI_TUNING, ~/.config/swing_mpi/tuning.json, built-in)")
+    parser.add_argument("--ranks-per-node", type=int, default=1, metavar="K",
+                        help="K ranks on every node: --dims is then the torus of nodes, and auto first picks the "
+                             "form (node phases or the torus of ranks DIMSxK) for an allreduce (default 1)")
     parser.add_argument("--network", choices=list(NETWORKS), default=None,
                         help="price the model on this network kind (as $SWING_MPI_NETWORK does)")
     parser.add_argument("--json", action="store_true", help="print JSON")
@@ -96,6 +100,20 @@ def run(args: argparse.Namespace) -> int:
         tuning: Tuning = load_tuning(args.tuning)
         if args.network:
             tuning = replace(tuning, network=args.network)
+        k = args.ranks_per_node
+        if k < 1:
+            raise ValueError(f"--ranks-per-node must be at least 1, got {k}")
+        form: Decision | None = None
+        if k > 1:  # dims of nodes: the form first (allreduce), then the pick on the form's dims
+            size = DTYPES[args.dtype]
+            lanes = node_lanes(nbytes, nbytes // size, k, rc.node_chunk)
+            if args.collective == "allreduce":
+                form = node_form(dims, k, nbytes, size, lanes, exact=exact, commutative=not noncommutative,
+                                 native_ok=native_ok, tuning=tuning)
+            if form is not None and form.algorithm == "flat":
+                dims = (*dims, k)
+            else:  # the node phases: each lane among the nodes on its chunk (a block of the nodes' j-th ranks)
+                nbytes = -(-nbytes // lanes) if args.collective == "allreduce" else nbytes // k
         p = math.prod(dims)
         if p >= LARGE and network_for(tuning, dims) == "torus":
             print(f"swing-mpi choose: pricing every candidate on {'x'.join(map(str, dims))} routes the schedules "
@@ -107,8 +125,15 @@ def run(args: argparse.Namespace) -> int:
         print(f"swing-mpi choose: {err}", file=sys.stderr)
         return 2
     shape = "x".join(map(str, dims))
+    nodes = None if k == 1 else {
+        "ranks_per_node": k, "form": "nodes" if form is None else form.algorithm,
+        "form_decided_by": "the collective (only the node phases)" if form is None else form.why,
+        "form_tried_first": [] if form is None else list(form.tried),
+        "forms": [] if form is None else [{"form": e.algorithm, "seconds": e.seconds, "source": e.source,
+                                           "detail": e.detail} for e in form.estimates]}
     if args.json:
         print(json.dumps({
+            **({"nodes": nodes} if nodes else {}),
             "pick": d.algorithm, "decided_by": d.why, "collective": args.collective, "dims": format_dims(dims), "p": p,
             "nbytes": nbytes, "dtype": args.dtype, "op": "noncommutative" if noncommutative else args.op,
             "exact": exact, "native_ok": native_ok, "network": network_for(tuning, dims), "tuning": tuning.source,
@@ -119,6 +144,17 @@ def run(args: argparse.Namespace) -> int:
         }, indent=1))
         return 0
     op = "non-commutative op" if noncommutative else f"{args.dtype} {args.op.upper()}"
+    if nodes is not None:
+        where = (f"over all ranks on {shape}" if nodes["form"] == "flat" else
+                 f"among the nodes on {shape}, {format_size(nbytes)} a lane")
+        print(f"# {k} ranks a node: auto runs the {nodes['form']} form ({where}; decided by "
+              f"{nodes['form_decided_by']})")
+        if form is not None and form.tried:
+            print(f"first calls try the forms: {', '.join(form.tried)}, then keep the fastest")
+        for e in form.estimates if form is not None else ():
+            t = "-" if e.seconds is None else f"{e.seconds * 1e6:.1f} us"
+            print(f"  form {e.algorithm:<6}{' *' if e.algorithm == nodes['form'] else '  '}{t:>12}  {e.source:<8}  "
+                  f"{e.detail}")
     print(f"# {args.collective} of {format_size(nbytes)} {op} on {shape} (p={p}); "
           f"{'exact' if exact else 'inexact'} op; network {network_for(tuning, dims)}; tuning: {tuning.source}")
     print(f"auto runs: {d.algorithm}  (decided by {d.why})")

@@ -46,6 +46,7 @@ import numpy as np
 from mpi4py import MPI
 
 from .buffers import Args, numpy_dtype
+from .choose import node_lanes
 from .config import rc
 from .reducer import Reducer
 from .state import NODE_HINTS, arrive
@@ -78,10 +79,11 @@ def chunks(count: int, lanes: int) -> list[tuple[int, int]]:
 
 
 def lanes_for(nbytes: int, count: int, k: int, chunk: int | None = None) -> int:
-    """Return how many of a node's ``k`` ranks run the torus phase for ``nbytes`` (``count`` elements)."""
-    c = rc.node_chunk if chunk is None else chunk
-    want = k if c == 0 else max(1, nbytes // max(1, c))
-    return max(1, min(k, want, count))
+    """Return how many of a node's ``k`` ranks run the torus phase for ``nbytes`` (``count`` elements).
+
+    :func:`swing_mpi.choose.node_lanes` with ``chunk`` defaulting to ``$SWING_MPI_NODE_CHUNK``.
+    """
+    return node_lanes(nbytes, count, k, rc.node_chunk if chunk is None else chunk)
 
 
 def flat_dims(nodes: tuple[int, ...], k: int) -> tuple[int, ...]:

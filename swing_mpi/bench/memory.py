@@ -79,7 +79,8 @@ def work_bytes(name: str, dims: tuple[int, ...], rank: int, nbytes: int, itemsiz
     adds those. MPI's own collective is taken as one vector of temporary space. ``p``: the ranks, where
     ``dims`` may be a torus of nodes (:mod:`swing_mpi.nodes`).
     """
-    from ..nodes import lanes_for  # here: importing the bench imports no MPI
+    from ..choose import node_lanes
+    from ..config import rc
     from ..schedule import ALGORITHMS, build_schedule
 
     if name not in ALGORITHMS:
@@ -87,7 +88,7 @@ def work_bytes(name: str, dims: tuple[int, ...], rank: int, nbytes: int, itemsiz
     if p is not None and math.prod(dims) < p:  # dims of nodes: a lane's chunk among nodes, and the node's slots
         k = p // math.prod(dims)
         count = max(0, nbytes // itemsize)
-        lanes = lanes_for(nbytes, count, k) if count else 1
+        lanes = node_lanes(nbytes, count, k, rc.node_chunk) if count else 1
         return 2 * nbytes + work_bytes(name, dims, rank // k, -(-nbytes // lanes), itemsize, exact)
     s = build_schedule(name, dims, rank, max(0, nbytes // itemsize), exact=exact)
     steps = max((len(lane) for lane in s.lanes), default=0)

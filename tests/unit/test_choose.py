@@ -676,3 +676,29 @@ def test_node_form_does_not_try_a_form_the_model_puts_far_behind():
     forms = {e.algorithm: e.seconds for e in d.estimates}
     assert d.algorithm == "nodes" and d.contenders == ()
     assert forms["flat"] > chooser.NODE_FORM_FACTOR * forms["nodes"]
+
+
+def test_choose_command_with_ranks_per_node(clean_env, capsys):
+    """With K ranks a node, `choose` shows auto's form first, then the pick on the form's dims and size."""
+    from swing_mpi.cli import main
+
+    path = save_tuning(chooser.Tuning(alpha=10e-6, beta=1e-9, gamma=0.05e-9, native_below_bytes=64),
+                       clean_env / "t.json")
+    assert main(["choose", "--dims", "8x8", "--ranks-per-node", "48", "--size", "1M", "--tuning", str(path),
+                 "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["nodes"]["form"] == "nodes" and out["nodes"]["form_tried_first"] == []
+    assert out["dims"] == "8x8" and out["nbytes"] == 32 << 10  # a lane's chunk: 1 MiB over 32 lanes of 32 KiB
+    assert {f["form"] for f in out["nodes"]["forms"]} == set(chooser.NODE_FORMS)
+    assert main(["choose", "--dims", "2x2", "--ranks-per-node", "4", "--size", "8", "--tuning", str(path),
+                 "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["nodes"]["form"] == "flat" and out["dims"] == "2x2x4" and out["pick"] == "native"
+    assert main(["choose", "--dims", "2x2", "--ranks-per-node", "4", "--size", "64K", "--tuning", str(path)]) == 0
+    text = capsys.readouterr().out
+    assert "# 4 ranks a node: auto runs the" in text and "first calls try the forms: flat, nodes" in text
+    assert main(["choose", "--dims", "4x4", "--ranks-per-node", "2", "--size", "64K", "--collective",
+                 "reduce_scatter", "--json", "--tuning", str(path)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["nodes"]["form"] == "nodes" and out["nbytes"] == 32 << 10 and out["dims"] == "4x4"
+    assert main(["choose", "--dims", "2x2", "--ranks-per-node", "0", "--size", "8"]) == 2
