@@ -80,14 +80,8 @@ def call(operation: str, mode: int, comm: Any, sendbuf: Any, recvbuf: Any, op: A
     try:
         a = call_args(operation, comm, sendbuf, recvbuf, op, recvcounts)
         d, dims_t, trial, st0 = _decision(operation, comm, a, op, algorithm, dims, mode == BLOCKING)
-    except DeviceBuffer:  # device memory: only the MPI library can reduce it
-        if private is not None:
-            guard.verify(private, count=-1, op=op or MPI.REPLACE, algorithm=NATIVE, operation=operation)
-        return _native(operation, mode, comm, sendbuf, recvbuf, op, recvcounts)
-    except (TypeError, ValueError) as e:
-        if private is not None:
-            guard.verify(private, operation=operation, error=e)
-        raise
+    except (DeviceBuffer, TypeError, ValueError) as e:
+        return _refused(e, private, operation, mode, comm, sendbuf, recvbuf, op, recvcounts)
     if private is not None:
         guard.verify(private, count=a.count, datatype=a.datatype, op=op or MPI.REPLACE, algorithm=d.algorithm,
                      dims=dims_t, operation=operation, counts=None if operation == "allreduce" else a.counts)
@@ -118,6 +112,21 @@ def call(operation: str, mode: int, comm: Any, sendbuf: Any, recvbuf: Any, op: A
     return None
 
 
+def _refused(e: Exception, private: Any, operation: str, mode: int, comm: Any, sendbuf: Any, recvbuf: Any, op: Any,
+             recvcounts: Any) -> Any:
+    """Hand a call whose buffers only MPI can reduce (device memory) to MPI; raise any other argument error.
+
+    With the mismatch check on (``private``), every rank hears of it first, so all take the same way.
+    """
+    if isinstance(e, DeviceBuffer):
+        if private is not None:
+            guard.verify(private, count=-1, op=op or MPI.REPLACE, algorithm=NATIVE, operation=operation)
+        return _native(operation, mode, comm, sendbuf, recvbuf, op, recvcounts)
+    if private is not None:
+        guard.verify(private, operation=operation, error=e)
+    raise e
+
+
 def _on_nodes(operation: str, mode: int, comm: Any, sendbuf: Any, recvbuf: Any, op: Any, algorithm: str | None,
               dims: Any, nodes_t: tuple[int, ...], check: bool | None, recvcounts: Any) -> Any:
     """Run a call whose ``dims`` are a torus of nodes (:mod:`swing_mpi.nodes`).
@@ -137,14 +146,8 @@ def _on_nodes(operation: str, mode: int, comm: Any, sendbuf: Any, recvbuf: Any, 
     private = guard.private(comm) if checking else None
     try:
         a = call_args(operation, comm, sendbuf, recvbuf, op, recvcounts)
-    except DeviceBuffer:
-        if private is not None:
-            guard.verify(private, count=-1, op=op or MPI.REPLACE, algorithm=NATIVE, operation=operation)
-        return _native(operation, mode, comm, sendbuf, recvbuf, op, recvcounts)
-    except (TypeError, ValueError) as e:
-        if private is not None:
-            guard.verify(private, operation=operation, error=e)
-        raise
+    except (DeviceBuffer, TypeError, ValueError) as e:
+        return _refused(e, private, operation, mode, comm, sendbuf, recvbuf, op, recvcounts)
     if private is not None:
         guard.verify(private, count=a.count, datatype=a.datatype, op=op or MPI.REPLACE, algorithm=requested,
                      dims=ranks_t, operation=operation, counts=None if operation == "allreduce" else a.counts)
