@@ -294,10 +294,7 @@ def allreduce(layout: NodeLayout, nodes: tuple[int, ...], a: Args, op: MPI.Op, s
         lo, hi = start * ext, (start + n) * ext
         if n:
             acc = recv[lo:hi]
-            red = Reducer(op, dt)
-            red.first(slots[1][half + lo:half + hi], slots[0][half + lo:half + hi], acc, False)
-            for i in range(2, k):
-                red(slots[i][half + lo:half + hi], acc, False)
+            _reduce_slots(Reducer(op, dt), slots, half + lo, half + hi, acc)
             lane_call(layout.lane_comm, layout.typed(acc, dt, n))
             mine[lo:hi] = acc
     layout.sync()
@@ -305,6 +302,13 @@ def allreduce(layout: NodeLayout, nodes: tuple[int, ...], a: Args, op: MPI.Op, s
         if i != j and n:
             lo, hi = start * ext, (start + n) * ext
             recv[lo:hi] = slots[i][half + lo:half + hi]
+
+
+def _reduce_slots(red: Reducer, slots: list[np.ndarray], lo: int, hi: int, out: np.ndarray) -> None:
+    """``out = slots[0][lo:hi] op slots[1][lo:hi] op ...``: every node rank's bytes, in rank order."""
+    red.first(slots[1][lo:hi], slots[0][lo:hi], out, False)
+    for i in range(2, len(slots)):
+        red(slots[i][lo:hi], out, False)
 
 
 def _half(layout: NodeLayout, nbytes: int) -> tuple[list[np.ndarray], int]:
@@ -348,10 +352,7 @@ def reduce_scatter(layout: NodeLayout, a: Args, op: MPI.Op, lane_call: Any) -> N
         if c:
             lo = half + starts[n * k + j] * ext
             hi = lo + c * ext
-            seg = work[at:at + c * ext]
-            red.first(slots[1][lo:hi], slots[0][lo:hi], seg, False)
-            for i in range(2, k):
-                red(slots[i][lo:hi], seg, False)
+            _reduce_slots(red, slots, lo, hi, work[at:at + c * ext])
             at += c * ext
     lane_call(layout.lane_comm, [work, sum(lane_counts), dt], [out, mine_n, dt], lane_counts)
 

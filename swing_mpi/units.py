@@ -19,7 +19,8 @@ import re
 from collections.abc import Sequence
 
 __all__ = ["parse_size", "parse_sizes", "format_size", "short_size", "require_finite", "parse_rate", "format_rate",
-           "parse_time", "format_time", "format_dims", "plural", "RATE_HELP", "TIME_HELP", "SIZE_HELP"]
+           "parse_byte_rate", "format_byte_rate", "parse_time", "format_time", "format_dims", "plural", "RATE_HELP",
+           "BYTE_RATE_HELP", "TIME_HELP", "SIZE_HELP"]
 
 _SUFFIX = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 _SIZE_RE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([kKmMgGtT]?)(?:i?[bB])?\s*")
@@ -108,11 +109,13 @@ def require_finite(flag: str, value: float, *, above: float | None = None, at_le
 
 SIZE_HELP = "bytes; K/M/G are binary (1K = 1024 B, 1M = 1 MiB)"
 RATE_HELP = "bits per second with a decimal suffix: 400G = 400e9 bit/s, 40M = 40e6 bit/s"
+BYTE_RATE_HELP = "bytes per second with a decimal suffix and B/s: 200GB/s = 200e9 bytes/s"
 TIME_HELP = "a time with its unit: s, ms, us or ns, e.g. 1.5us"
 
 _NUMBER = r"(\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?)"
 _RATE_RE = re.compile(rf"\s*{_NUMBER}\s*([kKmMgGtT]?)(bps|b/s|bit/s|bits/s|bit|b)?\s*")
 _RATE = {"": 1.0, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
+_BYTE_RATE_RE = re.compile(rf"\s*{_NUMBER}\s*([kKmMgGtT]?)(B/s|Bps)\s*")
 _TIME_RE = re.compile(rf"\s*{_NUMBER}\s*(s|ms|us|µs|μs|ns)?\s*")
 _TIME = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ns": 1e-9}
 
@@ -142,6 +145,25 @@ def format_rate(bits_per_s: float) -> str:
         if bits_per_s >= f:
             return f"{bits_per_s / f:.4g} {unit}"
     return f"{bits_per_s:.4g} b/s"
+
+
+def parse_byte_rate(text: str, flag: str = "memory bandwidth") -> float:
+    """Bytes per second from ``"200GB/s"``, ``"1.5TB/s"``, ``"80GBps"`` (decimal SI; ``B/s`` required)."""
+    m = _BYTE_RATE_RE.fullmatch(str(text))
+    if not m:
+        raise ValueError(f"{flag}: cannot parse {text!r}: expected {BYTE_RATE_HELP}, e.g. 200GB/s")
+    v = float(m.group(1)) * _RATE[m.group(2).upper()]
+    if not (math.isfinite(v) and v > 0):
+        raise ValueError(f"{flag} must be > 0, got {text!r}")
+    return v
+
+
+def format_byte_rate(v: float) -> str:
+    """``2e11`` → ``"200 GB/s"``."""
+    for unit, f in (("TB/s", 1e12), ("GB/s", 1e9), ("MB/s", 1e6), ("kB/s", 1e3)):
+        if v >= f:
+            return f"{v / f:.4g} {unit}"
+    return f"{v:.4g} B/s"
 
 
 def parse_time(text: str, flag: str = "time", *, bare: str | None = None) -> float:

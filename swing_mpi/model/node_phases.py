@@ -55,7 +55,7 @@ import numpy as np
 
 from ..schedule import build_sizes
 from ..topology import Torus, parse_dims
-from ..units import SIZE_HELP, parse_size, parse_time
+from ..units import BYTE_RATE_HELP, SIZE_HELP, format_byte_rate, parse_byte_rate, parse_size, parse_time
 from .routing import collect_traffic, default_count, step_arrays
 
 __all__ = ["NodeCosts", "NodePhases", "FlatStep", "FORMS", "DEFAULT_MEMORY_BYTES_PER_S", "DEFAULT_SYNC_S",
@@ -366,31 +366,6 @@ def model_c_node_aware(dims: Sequence[int], nbytes: int, nc: NodeCosts, *, alpha
 
 
 # -- units and options ------------------------------------------------------------------------------------
-
-BYTE_RATE_HELP = "bytes per second with a decimal suffix and B/s: 200GB/s = 200e9 bytes/s"
-_BYTE_UNITS = {"": 1.0, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
-
-
-def parse_byte_rate(text: str, flag: str = "memory bandwidth") -> float:
-    """Bytes per second from ``"200GB/s"``, ``"1.5TB/s"``, ``"80GBps"`` (decimal SI; ``B/s`` required)."""
-    import re
-
-    m = re.fullmatch(r"\s*(\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)\s*([kKmMgGtT]?)(B/s|Bps)\s*", str(text))
-    if not m:
-        raise ValueError(f"{flag}: cannot parse {text!r}: expected {BYTE_RATE_HELP}, e.g. 200GB/s")
-    v = float(m.group(1)) * _BYTE_UNITS[m.group(2).upper()]
-    if not (math.isfinite(v) and v > 0):
-        raise ValueError(f"{flag} must be > 0, got {text!r}")
-    return v
-
-
-def format_byte_rate(v: float) -> str:
-    """``2e11`` → ``"200 GB/s"``."""
-    for unit, f in (("TB/s", 1e12), ("GB/s", 1e9), ("MB/s", 1e6), ("kB/s", 1e3)):
-        if v >= f:
-            return f"{v / f:.4g} {unit}"
-    return f"{v:.4g} B/s"
-
 
 def add_node_arguments(parser: argparse.ArgumentParser) -> None:
     """Add ``--ranks-per-node`` and the node's costs (``model`` and ``simulate`` share them)."""
