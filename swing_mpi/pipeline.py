@@ -57,23 +57,26 @@ def _native(operation: str, mode: int, comm: Any, sendbuf: Any, recvbuf: Any, op
 
 _UNRECORDED: Any = object()
 """``recorded_as`` of a call the repeat path must not remember (a trial's call of a form)."""
+_AS_CALLED: Any = object()
+"""``recorded_as`` of a call remembered under its own ``dims`` (the default)."""
 
 
 def call(operation: str, mode: int, comm: Any, sendbuf: Any, recvbuf: Any, op: Any, algorithm: str | None,
-         dims: Any, check: bool | None, recvcounts: Any = None, *, recorded_as: Any = None) -> Any:
+         dims: Any, check: bool | None, recvcounts: Any = None, *, recorded_as: Any = _AS_CALLED) -> Any:
     """Run (blocking) or start (nonblocking, persistent: return the request) one collective call.
 
     ``operation``: ``allreduce``, ``reduce_scatter_block``, ``reduce_scatter`` or ``allgather`` (``op``
     ``None``). Bad arguments raise on the calling rank before any data moves (with the check on, on every
     rank). A blocking call on plain numpy arrays without the check is remembered for the repeat path,
-    under ``dims`` (``recorded_as``: under those dims instead, the ones the user gave; :data:`_UNRECORDED`: not).
+    under ``dims`` (``recorded_as``: under those dims instead, the ones the user gave, ``None`` included;
+    :data:`_UNRECORDED`: not).
     """
     if (dims is not None or rc.dims) and isinstance(comm, MPI.Comm):
         nodes_t = nodes.node_torus(comm, dims)
         if nodes_t is not None:  # a torus of nodes, several ranks on each
             return _on_nodes(operation, mode, comm, sendbuf, recvbuf, op, algorithm, dims, nodes_t, check,
                              recvcounts)
-    if recorded_as is None:
+    if recorded_as is _AS_CALLED:
         recorded_as = dims
     checking = rc.check if check is None else bool(check)
     private = guard.private(comm) if checking else None
