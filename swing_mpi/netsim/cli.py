@@ -18,6 +18,7 @@ import json
 import math
 import sys
 import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..cliargs import Parser, add_collective
@@ -161,18 +162,14 @@ def _run_nodes(args: argparse.Namespace, dims: tuple[int, ...], sizes: list[int]
     skipped: set[str] = set()
     for n in sizes:
         rows = []
-        for a in algs:
-            if a in skipped:
-                continue
-            t0 = time.perf_counter()
-            try:
-                rows.extend(simulate_forms(a, dims, n, nc, params_for=lambda c: _params(args, c), cores=args.cores,
-                                           message_sizes=args.message_sizes))
-            except ValueError as e:
-                print(f"swing-mpi simulate: skipping {a} on {'x'.join(map(str, dims))}: {e}", file=sys.stderr)
-                skipped.add(a)
-                continue
-            prog.show(f"{a} {format_size(n)}", time.perf_counter() - t0)
+
+        def forms_of(a: str, n: int = n) -> Any:
+            return simulate_forms(a, dims, n, nc, params_for=lambda cores: _params(args, cores), cores=args.cores,
+                                  message_sizes=args.message_sizes)
+
+        for a, forms, seconds in _each(algs, dims, skipped, forms_of):
+            rows.extend(forms)
+            prog.show(f"{a} {format_size(n)}", seconds)
         t0 = time.perf_counter()
         c = simulate_c_node_aware(dims, n, nc, params=c_params, message_sizes=args.message_sizes)
         prog.show(f"c-node-aware {format_size(n)}", time.perf_counter() - t0)
@@ -197,15 +194,40 @@ def _run_nodes(args: argparse.Namespace, dims: tuple[int, ...], sizes: list[int]
         print("swing-mpi simulate: nothing was simulated", file=sys.stderr)
         return 2
     if args.csv:
-        names: list[str] = []
-        for d in rows_all:
-            names.extend(key for key in d if key not in names)
-        with open(args.csv, "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=names)
-            w.writeheader()
-            w.writerows(rows_all)
-        print(f"wrote {args.csv}", file=sys.stderr)
+        _write_csv(args.csv, rows_all)
     return 0
+
+
+def _each(algs: list[str], dims: tuple[int, ...], skipped: set[str],
+          run: Callable[[str], Any]) -> Iterator[tuple[str, Any, float]]:
+    """Yield ``(algorithm, run(algorithm), seconds)`` for every algorithm not in ``skipped``.
+
+    One that raises ``ValueError`` (a schedule with no symmetry, too large to read rank by rank) is
+    said on stderr and added to ``skipped``: the next sizes leave it out.
+    """
+    for a in algs:
+        if a in skipped:
+            continue
+        t0 = time.perf_counter()
+        try:
+            out = run(a)
+        except ValueError as e:
+            print(f"swing-mpi simulate: skipping {a} on {'x'.join(map(str, dims))}: {e}", file=sys.stderr)
+            skipped.add(a)
+            continue
+        yield a, out, time.perf_counter() - t0
+
+
+def _write_csv(path: str, rows: list[dict[str, object]]) -> None:
+    """Write ``rows`` to ``path`` as CSV, the columns every key in the order first met."""
+    names: list[str] = []
+    for d in rows:
+        names.extend(key for key in d if key not in names)
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=names)
+        w.writeheader()
+        w.writerows(rows)
+    print(f"wrote {path}", file=sys.stderr)
 
 
 def _gamma(text: str) -> float:
@@ -336,15 +358,11 @@ def run(args: argparse.Namespace) -> int:
     skipped: set[str] = set()
     for n in sizes:
         rows = []
-        for a in algs:
-            if a in skipped:
-                continue
-            try:
-                r = simulate(a, dims, n, params=params, collective=args.collective, message_sizes=args.message_sizes)
-            except ValueError as e:  # e.g. a schedule with no symmetry, too large to read rank by rank
-                print(f"swing-mpi simulate: skipping {a} on {'x'.join(map(str, dims))}: {e}", file=sys.stderr)
-                skipped.add(a)
-                continue
+
+        def simulated(a: str, n: int = n) -> Any:
+            return simulate(a, dims, n, params=params, collective=args.collective, message_sizes=args.message_sizes)
+
+        for a, r, _ in _each(algs, dims, skipped, simulated):
             prog.show(f"{a} {format_size(n)}", r.wall_s)
             rows.append(r)
             d = r.to_dict()
@@ -363,11 +381,7 @@ def run(args: argparse.Namespace) -> int:
         print("swing-mpi simulate: nothing was simulated", file=sys.stderr)
         return 2
     if args.csv:
-        with open(args.csv, "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=list(csv_rows[0]))
-            w.writeheader()
-            w.writerows(csv_rows)
-        print(f"wrote {args.csv}", file=sys.stderr)
+        _write_csv(args.csv, csv_rows)
     if args.plot:
         from .plot import plot_goodput
 
