@@ -29,6 +29,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
@@ -993,6 +994,224 @@ static PyTypeObject EngineType = {
     .tp_new = PyType_GenericNew,
 };
 
+/* ---------------------------------------------------------------- the repeat path's record
+ * Repeat(plan_ref, state, recv_dtype, recv_bytes, send_dtype, send_bytes, policy, timeout, settings, tag_base,
+ *        tag_seqs, max_lanes): a blocking allreduce on the same arrays as an earlier call, run in one call
+ * (swing_mpi/repeat.py). Called as record(sendbuf, recvbuf, op) once the caller has matched the communicator,
+ * op, options and both arrays' identities; it checks what can change between calls (the plan is alive and
+ * idle and has the engine, the communicator's state is alive, the dtypes are the recorded objects, the arrays
+ * are C-contiguous, the receive array writable, the byte sizes as recorded), takes the operation's number
+ * from the state (state.seq += 1, the same count every other path keeps) and runs the plan's engine.
+ * Returns None when it ran, False when something no longer fits (nothing done, no number taken: the caller
+ * goes the general way); an engine failure goes to plan._core_failed, which raises. */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *plan_ref, *st, *rdtype, *sdtype, *settings;  /* sdtype None: in place */
+    Py_ssize_t rbytes, sbytes;
+    int policy;
+    double timeout;
+    long long tag_base, tag_seqs, max_lanes;
+} RepeatRec;
+
+static PyObject *s_alive, *s_active, *s_fast, *s_fast_src, *s_dtype, *s_scratch, *s_seq, *s_sleep_us,
+    *s_core_failed;
+
+static void RepeatRec_dealloc(RepeatRec *r)
+{
+    Py_XDECREF(r->plan_ref);
+    Py_XDECREF(r->st);
+    Py_XDECREF(r->rdtype);
+    Py_XDECREF(r->sdtype);
+    Py_XDECREF(r->settings);
+    Py_TYPE(r)->tp_free((PyObject *)r);
+}
+
+/* 1 when obj.name is want, 0 if not, -1 with an error set */
+static int attr_is(PyObject *obj, PyObject *name, PyObject *want)
+{
+    PyObject *v = PyObject_GetAttr(obj, name);
+    if (!v)
+        return -1;
+    int same = v == want;
+    Py_DECREF(v);
+    return same;
+}
+
+static PyObject *RepeatRec_call(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    RepeatRec *r = (RepeatRec *)self;
+    if (PyVectorcall_NARGS(nargsf) != 3 || kwnames) {
+        PyErr_SetString(PyExc_TypeError, "record(sendbuf, recvbuf, op)");
+        return NULL;
+    }
+    PyObject *send = args[0], *recv = args[1];
+    int in_place = r->sdtype == Py_None;
+    PyObject *plan;
+#if PY_VERSION_HEX >= 0x030D0000
+    if (PyWeakref_GetRef(r->plan_ref, &plan) < 0)
+        return NULL;
+    if (!plan)
+        Py_RETURN_FALSE;
+#else
+    plan = PyWeakref_GetObject(r->plan_ref);  /* borrowed */
+    if (!plan)
+        return NULL;
+    if (plan == Py_None)
+        Py_RETURN_FALSE;
+    Py_INCREF(plan);
+#endif
+    PyObject *eng = NULL, *scratch = NULL, *seq = NULL, *next = NULL, *result = NULL;
+    Engine *e;
+    int ok;
+    if ((ok = attr_is(r->st, s_alive, Py_True)) <= 0 || (ok = attr_is(plan, s_active, Py_False)) <= 0 ||
+        (ok = attr_is(recv, s_dtype, r->rdtype)) <= 0 || (!in_place && (ok = attr_is(send, s_dtype, r->sdtype)) <= 0))
+        goto out;
+    eng = PyObject_GetAttr(plan, in_place ? s_fast : s_fast_src);
+    if (!eng || !(scratch = PyObject_GetAttr(plan, s_scratch))) {
+        ok = -1;
+        goto out;
+    }
+    ok = 0;
+    if (Py_TYPE(eng) != &EngineType)
+        goto out;  /* broken, or out of place and not planned yet */
+    e = (Engine *)eng;
+    if (e->active)
+        goto out;
+    for (int i = 0; i < NBASES; i++)
+        e->base[i] = NULL;
+    /* bind the buffers: a failure here is a changed array (not writable, not contiguous): not an error */
+    if (PyObject_GetBuffer(recv, &e->views[0], PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
+        PyErr_Clear();
+        goto out;
+    }
+    e->held[0] = 1;
+    if (!in_place) {
+        if (PyObject_GetBuffer(send, &e->views[1], PyBUF_C_CONTIGUOUS) < 0) {
+            PyErr_Clear();
+            release_views(e);
+            goto out;
+        }
+        e->held[1] = 1;
+    }
+    if (e->views[0].len != r->rbytes || (!in_place && e->views[1].len != r->sbytes)) {
+        release_views(e);
+        goto out;
+    }
+    if (PyObject_GetBuffer(scratch, &e->views[3], PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
+        release_views(e);
+        ok = -1;
+        goto out;
+    }
+    e->held[3] = 1;
+    for (int i = 0; i < NBASES; i++)
+        if (e->held[i])
+            e->base[i] = e->views[i].buf;
+    /* the operation's number: state.seq += 1 */
+    double sleep_us;
+    long long n;
+    PyObject *su = PyObject_GetAttr(r->settings, s_sleep_us);
+    if (!su || ((sleep_us = PyFloat_AsDouble(su)), Py_DECREF(su), sleep_us == -1.0 && PyErr_Occurred()) ||
+        !(seq = PyObject_GetAttr(r->st, s_seq)) || ((n = PyLong_AsLongLong(seq)) == -1 && PyErr_Occurred()) ||
+        !(next = PyLong_FromLongLong(n + 1)) || PyObject_SetAttr(r->st, s_seq, next) < 0) {
+        release_views(e);
+        ok = -1;
+        goto out;
+    }
+    n += 1;
+    e->tag = (int)(r->tag_base + (n % r->tag_seqs) * r->max_lanes);
+    e->step = 0;
+    e->err_code = 0;
+    e->active = 1;
+    e->nls = 0;
+    e->tr_n = 0;
+    e->t0 = now_s();
+    int st = 1;
+    if (e->nsteps > 0) {
+        Py_BEGIN_ALLOW_THREADS
+        st = post_step(e) < 0 ? -1 : wait_loop(e, r->policy, r->timeout, sleep_us);
+        Py_END_ALLOW_THREADS
+    }
+    result = outcome(e, st);
+    if (result == Py_True) {
+        Py_DECREF(result);
+        Py_INCREF(Py_None);
+        result = Py_None;
+    } else if (result) {  /* raises: the plan is broken */
+        PyObject *failed = PyObject_CallMethodObjArgs(plan, s_core_failed, eng, result, recv,
+                                                      in_place ? Py_None : send, NULL);
+        Py_DECREF(result);
+        Py_XDECREF(failed);
+        result = NULL;
+        if (!PyErr_Occurred())
+            PyErr_SetString(CoreError, "the compiled core failed");
+    }
+    ok = 1;
+out:
+    Py_DECREF(plan);
+    Py_XDECREF(eng);
+    Py_XDECREF(scratch);
+    Py_XDECREF(seq);
+    Py_XDECREF(next);
+    if (ok < 0)
+        return NULL;
+    if (ok == 0)
+        Py_RETURN_FALSE;
+    return result;
+}
+
+static int RepeatRec_init(RepeatRec *r, PyObject *args, PyObject *kw)
+{
+    PyObject *plan_ref, *st, *rdtype, *sdtype, *settings;
+    Py_ssize_t rbytes, sbytes;
+    int policy;
+    double timeout;
+    long long tag_base, tag_seqs, max_lanes;
+    if (!PyArg_ParseTuple(args, "OOOnOnidOLLL", &plan_ref, &st, &rdtype, &rbytes, &sdtype, &sbytes, &policy,
+                          &timeout, &settings, &tag_base, &tag_seqs, &max_lanes))
+        return -1;
+    if (!PyWeakref_CheckRef(plan_ref)) {
+        PyErr_SetString(PyExc_TypeError, "plan_ref: a weak reference");
+        return -1;
+    }
+    if (tag_seqs < 1) {
+        PyErr_SetString(PyExc_ValueError, "tag_seqs < 1");
+        return -1;
+    }
+    Py_INCREF(plan_ref);
+    Py_INCREF(st);
+    Py_INCREF(rdtype);
+    Py_INCREF(sdtype);
+    Py_INCREF(settings);
+    Py_XSETREF(r->plan_ref, plan_ref);
+    Py_XSETREF(r->st, st);
+    Py_XSETREF(r->rdtype, rdtype);
+    Py_XSETREF(r->sdtype, sdtype);
+    Py_XSETREF(r->settings, settings);
+    r->rbytes = rbytes;
+    r->sbytes = sbytes;
+    r->policy = policy;
+    r->timeout = timeout;
+    r->tag_base = tag_base;
+    r->tag_seqs = tag_seqs;
+    r->max_lanes = max_lanes;
+    r->vectorcall = RepeatRec_call;
+    return 0;
+}
+
+static PyTypeObject RepeatType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "swing_mpi_core.Repeat",
+    .tp_basicsize = sizeof(RepeatRec),
+    .tp_dealloc = (destructor)RepeatRec_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "A blocking allreduce's record for the repeat path: record(sendbuf, recvbuf, op) -> None or False.",
+    .tp_vectorcall_offset = offsetof(RepeatRec, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_init = (initproc)RepeatRec_init,
+    .tp_new = PyType_GenericNew,
+};
+
 /* reduce(kernel, dst, a, b, threads, min_bytes): dst = a op b through the kernels (tests and the probe) */
 static PyObject *core_reduce(PyObject *self, PyObject *args)
 {
@@ -1051,14 +1270,27 @@ static struct PyModuleDef core_module = {PyModuleDef_HEAD_INIT, "swing_mpi_core"
 
 PyMODINIT_FUNC PyInit_swing_mpi_core(void)
 {
-    if (PyType_Ready(&EngineType) < 0)
+    if (PyType_Ready(&EngineType) < 0 || PyType_Ready(&RepeatType) < 0)
         return NULL;
+#define INTERN(v, text) if (!(v = PyUnicode_InternFromString(text))) return NULL
+    INTERN(s_alive, "alive");
+    INTERN(s_active, "active");
+    INTERN(s_fast, "_fast");
+    INTERN(s_fast_src, "_fast_src");
+    INTERN(s_dtype, "dtype");
+    INTERN(s_scratch, "scratch");
+    INTERN(s_seq, "seq");
+    INTERN(s_sleep_us, "sleep_us");
+    INTERN(s_core_failed, "_core_failed");
+#undef INTERN
     PyObject *m = PyModule_Create(&core_module);
     if (!m)
         return NULL;
     CoreError = PyErr_NewException("swing_mpi_core.CoreError", PyExc_RuntimeError, NULL);
     Py_INCREF(&EngineType);
     PyModule_AddObject(m, "Engine", (PyObject *)&EngineType);
+    Py_INCREF(&RepeatType);
+    PyModule_AddObject(m, "Repeat", (PyObject *)&RepeatType);
     PyModule_AddObject(m, "CoreError", CoreError);
     PyModule_AddIntConstant(m, "MAXT", MAXT);
     return m;

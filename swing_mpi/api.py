@@ -122,12 +122,10 @@ def allreduce(comm: MPI.Intracomm, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.
         c, o, a, d, w, in_place, native, _ = t  # a NativeRecord: unpacked at once, the cheapest read
         if c is comm and o is op and a is algorithm and d is dims:
             if w is None:
-                if sendbuf is in_place:
-                    native(MPI.IN_PLACE, recvbuf, op)
+                if sendbuf is in_place and native(MPI.IN_PLACE, recvbuf, op) is None:
                     return
-            elif w() is sendbuf:
-                native(sendbuf, recvbuf, op)
-                return
+            elif w() is sendbuf and native(sendbuf, recvbuf, op) is None:
+                return  # MPI's call returns None; the compiled core's record False where it could not run
     r = _recorded(id(recvbuf))
     if (r is not None and not check and r.comm is comm and r.op is op and r.algorithm is algorithm and r.dims is dims
             and recvbuf.dtype is r.rdtype and (sendbuf is r.in_place if r.send is None else r.send() is sendbuf)

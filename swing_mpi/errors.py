@@ -6,7 +6,7 @@ from mpi4py import MPI
 
 from .waiting import END_THE_JOB, rank_name
 
-__all__ = ["CollectiveError", "mismatch_message"]
+__all__ = ["CollectiveError", "mismatch_message", "timeout_message"]
 
 
 class CollectiveError(MPI.Exception):
@@ -42,3 +42,20 @@ def mismatch_message(comm: MPI.Comm, code: int, operation: str, algorithm: str, 
             f"MPI reported {reason!r} in {where}{what}. The ranks probably called it with different counts, "
             f"datatypes, ops, algorithms or dims; SWING_MPI_CHECK=1 compares every call's arguments across ranks "
             f"before any data moves. The collective is broken, {END_THE_JOB}")
+
+
+def timeout_message(comm: MPI.Comm, operation: str, algorithm: str, count: int, lanes: int, nsteps: int,
+                    timeout: float, waiting: list[tuple[int, int, int, str]], step: int) -> str:
+    """Say which peers a collective waited for too long, in which steps (``waiting``: lane, step, peer, what).
+
+    ``step``: the step named when no request is known to be pending.
+    """
+    peers: dict[int, set[str]] = {}
+    for _, _, peer, what in waiting:
+        peers.setdefault(peer, set()).add(what)
+    where = ", ".join(f"step {k}" + (f" of lane {lane}" if lanes > 1 else "")
+                      for lane, k in sorted({(lane, k) for lane, k, _, _ in waiting})) or f"step {step}"
+    who = ", ".join(f"{rank_name(comm, peer)} ({' and '.join(sorted(w))} it)" for peer, w in sorted(peers.items()))
+    return (f"{operation} ({algorithm}, {count} elements) on {rank_name(comm, comm.Get_rank())}: "
+            f"waiting for {who or 'a peer'} in {where} (of {nsteps}) for more than {timeout:g} s "
+            f"(SWING_MPI_TIMEOUT); the collective is broken, {END_THE_JOB}")

@@ -1,25 +1,22 @@
 """The runtime: runs a :class:`Plan` (a schedule bound to a communicator) with Isend/Irecv.
 
-A plan is built once per (communicator, schedule, datatype, op) (:mod:`swing_mpi.transfers`
-resolves its transfers and scratch); :meth:`Plan.run` and :meth:`Plan.start` then only post
-requests, wait and reduce (:class:`Reducer`, the reduction kernel, with numpy where it is exactly
-MPI's op).
+A plan is built once per (communicator, schedule, datatype, op) (:mod:`swing_mpi.transfers` resolves its transfers and
+scratch); :meth:`Plan.run` and :meth:`Plan.start` then only post requests, wait and reduce (:class:`Reducer`, the
+reduction kernel, with numpy where it is exactly MPI's op).
 
-Progress: the lanes (sub-collectives) advance in lockstep. A round posts all receives and sends
-of the current step of every lane; the next round starts only when every lane has finished the
-step (a rank's lanes use distinct ports in each step; a lane left to run ahead would drift onto a
-port another lane still uses). Two engines run a plan, post the same messages in the same order
-and give the same bits (``$SWING_MPI_ENGINE`` picks): the compiled core (:mod:`swing_mpi.native`,
-the default where it builds) runs a plan's whole program (:mod:`swing_mpi.program`) in one call
-from Python, reducing each block as soon as its messages are done, large ones on several threads;
-the pure-Python loop below applies a lane's data when its whole step is in.
+Progress: the lanes (sub-collectives) advance in lockstep. A round posts all receives and sends of the current step of
+every lane; the next round starts only when every lane has finished the step (a rank's lanes use distinct ports in
+each step; a lane left to run ahead would drift onto a port another lane still uses). Two engines run a plan, post the
+same messages in the same order and give the same bits (``$SWING_MPI_ENGINE`` picks): the compiled core
+(:mod:`swing_mpi.native`, the default where it builds) runs a plan's whole program (:mod:`swing_mpi.program`) in one
+call from Python, reducing each block as soon as its messages are done, large ones on several threads; the pure-Python
+loop below applies a lane's data when its whole step is in.
 
-Hangs: with ``$SWING_MPI_TIMEOUT``, a wait that sees no completion for that long raises
-:class:`TimeoutError` naming the operation, the algorithm, the step and the peers that did not
-answer. The plan then refuses further use (its messages stay posted); the job should end.
+Hangs: with ``$SWING_MPI_TIMEOUT``, a wait that sees no completion for that long raises :class:`TimeoutError` naming
+the operation, the algorithm, the step and the peers that did not answer. The plan then refuses further use (its
+messages stay posted); the job should end.
 
-Threads: a plan is used by one operation at a time; one communicator used from two threads at
-once is erroneous, as in MPI.
+Threads: a plan serves one operation at a time; one communicator used from two threads at once is erroneous, as in MPI.
 """
 
 from __future__ import annotations
@@ -32,12 +29,12 @@ from mpi4py import MPI
 
 from . import native
 from .config import rc
-from .errors import CollectiveError, mismatch_message
+from .errors import CollectiveError, mismatch_message, timeout_message
 from .program import compile_program, kernel_for
 from .reducer import Reducer, op_name
 from .schedule.base import REDUCE, Schedule
 from .transfers import SourcePlan, Xfer, compile_lanes, free_types, plan_sources
-from .waiting import END_THE_JOB, default_policy, keep_alive, rank_name, wait_all, wait_some
+from .waiting import default_policy, keep_alive, wait_all, wait_some
 
 __all__ = ["Plan", "CollectiveError", "TAG_BASE", "MAX_LANES", "TAG_SEQS", "POLICY_CODES"]
 
@@ -127,9 +124,9 @@ class Plan:
         self._eng: Any = None
         """The compiled core's engine of the operation in progress (None: the Python loop runs it)."""
         self._fast: Any = self._engine(False, False) if schedule.slots == 1 else None
-        self._fast_src: Any = None
-        """The engine :meth:`run_fast` runs out of place (set once the input needs no copy after the run)."""
         """The engine of an in-place call (what the repeat path runs), if the compiled core runs this plan."""
+        self._fast_src: Any = None
+        """The engine :meth:`run_fast` runs out of place (:meth:`_src_engine`)."""
         self._policy = POLICY_CODES.get(self.wait_policy, 1)
         self._timeout_c = -1.0 if self.timeout is None else float(self.timeout)
 
@@ -335,19 +332,33 @@ class Plan:
         views. Only where :attr:`fast`; ``source`` None: in place.
         """
         tag = TAG_BASE + (seq % TAG_SEQS) * MAX_LANES
-        if source is None:
-            eng = self._fast
-        else:
-            eng = self._fast_src
-            if eng is None:  # not planned yet, or the input is copied in: the general path
-                self.run(np.frombuffer(result, np.uint8), np.frombuffer(source, np.uint8), seq=seq)
-                if self._sources is not None and not self._sources.from_input:
-                    self._fast_src = self._engine(True, False)
-                return
+        eng = self._fast if source is None else self._fast_src or self._src_engine()
+        if eng is None:  # the input is copied in, or bytes of it after the run: the general path
+            self.run(np.frombuffer(result, np.uint8), np.frombuffer(source, np.uint8), seq=seq)
+            return
         r = eng.run(result, source, None, self.scratch, tag, self._policy, self._timeout_c, rc.sleep_us)
         if r is not True:
             self._core_failed(eng, r, np.frombuffer(result, np.uint8),
                               None if source is None else np.frombuffer(source, np.uint8))
+
+    def repeat_record(self, state: Any, recv: np.ndarray, send: np.ndarray | None) -> Any:
+        """Return the compiled core's record that runs this plan on such arrays in one call (None: none can).
+
+        :mod:`swing_mpi.repeat`'s fastest path: :meth:`run_fast` with its checks, taking ``state.seq``.
+        """
+        if self._core is None or not self.fast or send is not None and self._src_engine() is None:
+            return None
+        return self._core.Repeat(weakref.ref(self), state, recv.dtype, recv.nbytes,
+                                 None if send is None else send.dtype, 0 if send is None else send.nbytes,
+                                 self._policy, self._timeout_c, rc, TAG_BASE, TAG_SEQS, MAX_LANES)
+
+    def _src_engine(self) -> Any:
+        """Return (make once) the engine that reads a separate input where used; None: it is copied in, or after."""
+        if self._fast_src is None and self._fast is not None:
+            sources = self._source_plan()
+            if sources is not None and not sources.from_input:
+                self._fast_src = self._engine(True, False)
+        return self._fast_src
 
     def run(self, result: np.ndarray, source: np.ndarray | None = None, *, seq: int = 0,
             out: np.ndarray | None = None) -> None:
@@ -538,23 +549,12 @@ class Plan:
 
         The plan is marked broken: its requests stay posted into its buffers, so it must not run again.
         """
-        waiting: dict[int, list[str]] = {}
-        steps: set[tuple[int, int]] = set()
-        for lane, step, req, (peer, what) in pending:
-            if req is None or req != MPI.REQUEST_NULL and not req.Test():
-                waiting.setdefault(peer, []).append(what)
-                steps.add((lane, step))
-        me = self.comm.Get_rank()
+        waiting = [(lane, step, peer, what) for lane, step, req, (peer, what) in pending
+                   if req is None or req != MPI.REQUEST_NULL and not req.Test()]
         s = self.schedule
-        nsteps = len(self.lanes[0]) if self.lanes else 0
-        where = ", ".join(f"step {k}" + (f" of lane {lane}" if len(self.lanes) > 1 else "")
-                          for lane, k in sorted(steps)) or f"step {pending[0][1] if pending else 0}"
-        who = ", ".join(f"{rank_name(self.comm, peer)} ({' and '.join(sorted(set(w)))} it)"
-                        for peer, w in sorted(waiting.items())) or "a peer"
-        operation = str(s.meta.get("collective", "allreduce"))
-        message = (f"{operation} ({s.algorithm}, {s.count} elements) on {rank_name(self.comm, me)}: "
-                   f"waiting for {who} in {where} (of {nsteps}) for more than {self.timeout:g} s "
-                   f"(SWING_MPI_TIMEOUT); the collective is broken, {END_THE_JOB}")
+        message = timeout_message(self.comm, str(s.meta.get("collective", "allreduce")), s.algorithm, s.count,
+                                  len(self.lanes), len(self.lanes[0]) if self.lanes else 0, self.timeout or 0.0,
+                                  waiting, pending[0][1] if pending else 0)
         self.broken = f"an earlier wait timed out: {message}"
         self.active = False
         self._fast = self._fast_src = None

@@ -96,6 +96,9 @@ class ShapeRecord(NamedTuple):
     """MPI's collective bound to ``comm``."""
     seen: list
     """``[recv, send, countdown]``: watching for arrays that come back."""
+    ours: bool = False
+    """``native`` is a schedule's record of the compiled core (:meth:`swing_mpi.executor.Plan.repeat_record`),
+    called as ``record(sendbuf, recvbuf, op)``, not MPI's collective."""
 
 
 RECORDS: dict[int, Repeat] = {}
@@ -151,6 +154,18 @@ def _forget_native(ref: weakref.ref, key: int) -> None:
         NATIVE_RECORDS.pop(key, None)
 
 
+def _remember_call(key: int, comm: Any, op: MPI.Op, algorithm: Any, dims: Any, sendbuf: Any, recvbuf: Any,
+                   in_place: bool, run: Any) -> None:
+    """Keep a :class:`NativeRecord` of a call whose next call on these arrays ``run`` makes."""
+    forget = lambda ref: _forget_native(ref, key)  # noqa: E731
+    t = tuple(NativeRecord(comm, op, algorithm, dims, None if in_place else weakref.ref(sendbuf, forget),
+                           sendbuf if in_place else None, run, weakref.ref(recvbuf, forget)))
+    if len(NATIVE_RECORDS) >= REPEATS_MAX:
+        NATIVE_RECORDS.clear()
+    NATIVE_RECORDS[key] = t
+    LAST_NATIVE[0] = t
+
+
 def remember(comm: Any, sendbuf: Any, recvbuf: Any, op: MPI.Op, algorithm: Any, dims: Any,
              datatype: MPI.Datatype, st: CommState | None, plan: Plan | None) -> None:
     """Record a finished allreduce for the next call on the same arrays, if it is one that can repeat.
@@ -165,16 +180,9 @@ def remember(comm: Any, sendbuf: Any, recvbuf: Any, op: MPI.Op, algorithm: Any, 
     if not (algorithm is None or type(algorithm) is str) or not (dims is None or type(dims) in (str, tuple)):
         return  # a list of dims could change between calls
     key = id(recvbuf)
-    if plan is None:
-        forget = lambda ref: _forget_native(ref, key)  # noqa: E731
-        t = tuple(NativeRecord(comm, op, algorithm, dims, None if in_place else weakref.ref(sendbuf, forget),
-                               sendbuf if in_place else None,
-                               MPI.Intracomm.Allreduce.__get__(comm),  # not comm.Allreduce: swing_mpi.Intracomm's
-                               weakref.ref(recvbuf, forget)))
-        if len(NATIVE_RECORDS) >= REPEATS_MAX:
-            NATIVE_RECORDS.clear()
-        NATIVE_RECORDS[key] = t
-        LAST_NATIVE[0] = t
+    if plan is None:  # not comm.Allreduce: swing_mpi.Intracomm's
+        _remember_call(key, comm, op, algorithm, dims, sendbuf, recvbuf, in_place,
+                       MPI.Intracomm.Allreduce.__get__(comm))
         return
     r = Repeat()
     r.recv = weakref.ref(recvbuf, lambda ref: _forget_recv(ref, key))
@@ -190,6 +198,10 @@ def remember(comm: Any, sendbuf: Any, recvbuf: Any, op: MPI.Op, algorithm: Any, 
     if len(RECORDS) >= REPEATS_MAX:
         RECORDS.clear()
     RECORDS[key] = r
+    run = plan.repeat_record(st, recvbuf, None if in_place else sendbuf)
+    if run is not None:  # the compiled core runs the next call on these arrays in one call, as MPI's own would
+        _remember_call(key, comm, op, algorithm, dims, sendbuf, recvbuf, in_place, run)
+        _remember_shape("allreduce", comm, sendbuf, recvbuf, op, algorithm, dims, datatype, run, in_place, True)
 
 
 def again(r: Repeat, sendbuf: Any, recvbuf: Any) -> bool:
@@ -244,12 +256,19 @@ def remember_native(collective: str, comm: Any, sendbuf: Any, recvbuf: Any, op: 
     if not ((algorithm is None or type(algorithm) is str)
             and (dims is None or type(dims) is str or type(dims) is tuple and all(type(d) is int for d in dims))):
         return  # a list of dims could change between calls
+    _remember_shape(collective, comm, sendbuf, recvbuf, op, algorithm, dims, datatype,
+                    _NATIVE_CALLS[collective].__get__(comm), in_place, False)
+
+
+def _remember_shape(collective: str, comm: Any, sendbuf: Any, recvbuf: Any, op: MPI.Op | None, algorithm: Any,
+                    dims: Any, datatype: MPI.Datatype, run: Any, in_place: bool, ours: bool) -> None:
     if len(NATIVE_SHAPES) >= REPEATS_MAX:
         NATIVE_SHAPES.clear()
     key = (collective, id(comm), id(op), algorithm, dims, recvbuf.dtype, recvbuf.size,
            None if in_place else sendbuf.size)
-    NATIVE_SHAPES[key] = ShapeRecord(comm, op, datatype, _NATIVE_CALLS[collective].__get__(comm),
-                                     [_no_ref, _no_ref, 1])
+    if type(dims) is tuple and not all(type(d) is int for d in dims):
+        return  # (a key must hash, and a list inside could change between calls)
+    NATIVE_SHAPES[key] = ShapeRecord(comm, op, datatype, run, [_no_ref, _no_ref, 1], ours)
 
 
 def native_again(collective: str, comm: Any, sendbuf: Any, recvbuf: Any, op: MPI.Op | None, algorithm: Any,
@@ -282,15 +301,20 @@ def native_again(collective: str, comm: Any, sendbuf: Any, recvbuf: Any, op: MPI
         if (sendbuf.base is not None or recvbuf.base is not None) and np.may_share_memory(sendbuf, recvbuf):
             return False  # (two arrays that own their memory cannot overlap)
         send = (sendbuf, v.datatype)
+    run = v.native
     if op is None:
-        v.native(send, (recvbuf, v.datatype))
+        run(send, (recvbuf, v.datatype))
         return True
-    v.native(send, (recvbuf, v.datatype), op)
+    if v.ours:  # a schedule's record: the compiled core checks the rest (False: it did not run)
+        if run(sendbuf if not in_place else MPI.IN_PLACE, recvbuf, op) is not None:
+            return False
+    else:
+        run(send, (recvbuf, v.datatype), op)
     if collective == "allreduce":  # arrays that come back get a record, the cheaper repeat path (NATIVE_SHAPES)
         seen = v.seen  # [recv, send, countdown]
         if seen[0]() is recvbuf:
-            if in_place or seen[1]() is sendbuf:
-                remember(comm, sendbuf, recvbuf, op, algorithm, dims, v.datatype, None, None)
+            if (in_place or seen[1]() is sendbuf) and recvbuf.size:
+                _remember_call(id(recvbuf), comm, op, algorithm, dims, sendbuf, recvbuf, in_place, run)
             elif seen[1] is _no_ref:
                 seen[1] = weakref.ref(sendbuf)  # the receive array came back: now the send array's reference
             else:

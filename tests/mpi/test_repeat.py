@@ -12,7 +12,7 @@ import pytest
 from mpi4py import MPI
 
 import swing_mpi
-from swing_mpi import pipeline, repeat
+from swing_mpi import native, pipeline, repeat
 
 pytestmark = pytest.mark.mpi
 
@@ -88,8 +88,9 @@ def test_alternating_buffers_and_algorithms(slow_calls):
             alg = ALGS[(it + k) % 2 + 2]  # swing-bw / swing-lat by turns on each pair
             swing_mpi.allreduce(WORLD, x, y, algorithm=alg)
             assert np.array_equal(y, np.full(3, P * (P - 1) // 2 + P * k))
-    # a pair's record follows its latest algorithm: every call changed it, so all were slow
-    assert slow_calls[0] == 12
+    # a pair's record follows its latest algorithm; after each algorithm's first call, the others find
+    # its shape (the compiled core's record of that algorithm's plan) and take no full path
+    assert slow_calls[0] == (2 if native.load() is not None else 12)
 
 
 def test_dtype_changed_in_place_is_seen():
@@ -315,11 +316,78 @@ def test_new_arrays_of_a_native_shape_skip_the_full_path(alg, in_place, slow_cal
             y[...] = x
             swing_mpi.allreduce(WORLD, MPI.IN_PLACE if in_place else None, y, algorithm=alg)
         assert np.array_equal(y, ref), it
-    went_native = any(k[0] == "allreduce" and k[3] == alg for k in repeat.NATIVE_SHAPES)
+    shapes = [v for k, v in repeat.NATIVE_SHAPES.items() if k[0] == "allreduce" and k[3] == alg]
     if alg == "native":
-        assert went_native
-    # a shape that went to MPI is decided once; one that did not (auto chose ours) repeats the full path
-    assert slow_calls[0] == (1 if went_native else 6)
+        assert shapes and not shapes[0].ours
+    # a shape is decided once, whether MPI runs it or the compiled core's record of our plan; without the
+    # compiled core a schedule's shape repeats the full path
+    assert slow_calls[0] == (1 if shapes else 6)
+    assert shapes or native.load() is None
+
+
+def _state():
+    from swing_mpi.state import find_state
+
+    return find_state(WORLD)
+
+
+@pytest.mark.skipif(native.load() is None, reason="no compiled core here")
+@pytest.mark.parametrize("alg", ["swing-bw", "recdoub", "ring"])
+@pytest.mark.parametrize("in_place", [False, True])
+def test_the_core_record_runs_a_repeat_and_takes_one_number(alg, in_place):
+    x = np.arange(9, dtype=np.float64) * (R + 1)
+    y = np.empty(9) if not in_place else x.copy()
+    send = (lambda: x) if not in_place else (lambda: MPI.IN_PLACE)
+    swing_mpi.allreduce(WORLD, send(), y, algorithm=alg)
+    t = repeat.NATIVE_RECORDS.get(id(y))
+    run = t[6] if t is not None else None
+    if run is None or type(run).__name__ != "Repeat":
+        assert not in_place  # out of place, a plan that copies input bytes after the run has no record
+        return
+    st = _state()
+    for _ in range(5):
+        if in_place:
+            y[...] = x
+        seq = st.seq
+        assert run(send(), y, MPI.SUM) is None  # what the repeat path calls
+        assert st.seq == seq + 1
+        assert np.allclose(y, _ref(x), rtol=1e-13)
+        assert _same_everywhere(y)
+    # what no longer fits is declined before any number is taken: nothing sent, the caller goes the full way
+    seq = st.seq
+    assert run(send(), np.empty(9, np.float32), MPI.SUM) is False  # another dtype
+    assert run(send(), np.empty(8), MPI.SUM) is False  # another size
+    assert run(send(), np.empty(18)[::2], MPI.SUM) is False  # not contiguous
+    ro = np.empty(9)
+    ro.flags.writeable = False
+    assert run(send(), ro, MPI.SUM) is False  # read-only
+    if not in_place:
+        assert run(np.ones(9, np.int64), y, MPI.SUM) is False  # the input's dtype
+    assert st.seq == seq
+
+
+@pytest.mark.skipif(native.load() is None, reason="no compiled core here")
+def test_every_path_takes_the_same_numbers_on_every_rank():
+    """Every rank takes the same operation numbers, whichever path its call takes.
+
+    Rank 0 repeats its arrays (the core's record), odd ranks pass new ones (the shape's record), the rest
+    alternate, with nonblocking calls and a dropped plan cache in between: tags stay matched, results right.
+    """
+    x0 = np.arange(6, dtype=np.float64) + R
+    y0 = np.empty(6)
+    for it in range(12):
+        if R == 0 or R % 2 == 0 and it % 2:
+            x, y = x0, y0
+        else:
+            x, y = x0.copy(), np.empty(6)
+        swing_mpi.allreduce(WORLD, x, y, algorithm="swing-lat")
+        assert np.allclose(y, _ref(x0), rtol=1e-13) and _same_everywhere(y), it
+        if it % 4 == 1:
+            z = np.full(3, float(R))
+            swing_mpi.iallreduce(WORLD, MPI.IN_PLACE, z, algorithm="swing-lat").Wait()
+            assert np.array_equal(z, np.full(3, float(P * (P - 1) // 2)))
+        if it == 6:
+            _state().plans.clear()  # the records' plan is gone: they decline, the full path plans again
 
 
 def test_floats_on_new_arrays_stay_bit_identical():
