@@ -26,6 +26,7 @@ import numpy as np
 from mpi4py import MPI
 
 import swing_mpi
+from swing_mpi.units import parse_sizes
 
 
 def _call(comm, algorithm: str, x: np.ndarray, y: np.ndarray):
@@ -46,7 +47,7 @@ def _timed(comm, fn, batch: int) -> float:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sizes", default="8,1024,65536,1048576", help="bytes, comma list (default 8,1K,64K,1M)")
+    ap.add_argument("--sizes", default="8,1K,64K,1M", help="bytes, comma list with units (default 8,1K,64K,1M)")
     ap.add_argument("--algorithms", "-a", default="recdoub,swing-lat,swing-bw,auto",
                     help="ours, comma list; NAME@DIMS runs on those dims (auto@2x2: a torus of nodes where "
                          "SWING_MPI_RANKS_PER_NODE=K makes nodes and 2x2 names fewer places than ranks)")
@@ -63,7 +64,7 @@ def main() -> int:
     args = ap.parse_args()
     world = MPI.COMM_WORLD
     me = world.Get_rank()
-    sizes = [int(s) for s in args.sizes.split(",")]
+    sizes = parse_sizes(args.sizes)
     algorithms = ["native", *[a for a in args.algorithms.split(",") if a]]
     rng = np.random.default_rng([5, me])
     rows = []

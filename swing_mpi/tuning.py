@@ -237,11 +237,12 @@ vectors below 2 KiB to ``MPI_Allreduce``, where every algorithm is pure
 latency and MPICH's call costs less than ours."""
 
 
-NATIVE_BELOW_BY_MPI = {"mpich": 64, "openmpi": 8192}
+NATIVE_BELOW_BY_MPI = {"mpich": 0, "openmpi": 8192}
 """The built-in ``native_below_bytes`` by MPI library, for the compiled engine: where ``comm.Allreduce`` of
-MPICH 5.0.2 and Open MPI 5 from PyPI stops beating our schedules at p=2 over shared memory
-(benchmarks/results/engine/: MPICH's own is faster below about 64 B, Open MPI's below 8 KiB).
-Other libraries, and the Python engine, keep :data:`DEFAULT_TUNING`'s."""
+MPICH 5.0.2 and Open MPI 5 from PyPI stops beating our schedules over shared memory
+(benchmarks/results/engine/: with the compiled core's repeat records MPICH's own is slower at every size,
+0.35-0.66x ours from 8 B to 2 KiB at p = 2 and 4; Open MPI's is even with ours at p = 2 up to 2 KiB and
+faster at p = 4 up to 8 KiB). Other libraries, and the Python engine, keep :data:`DEFAULT_TUNING`'s."""
 
 
 def native_below(tuning: Tuning) -> int | None:

@@ -6,9 +6,12 @@ rank it waits for run on a busy core; ``backoff`` yields a few times, then sleep
 longer it has waited, for ranks whose bytes the kernel moves (TCP) while they sleep.
 
 Where the variable is not set, :func:`node_policy` picks one per communicator when it is first
-used: ``backoff`` where a host runs more of the communicator's ranks than it has cores, since
-every poll there takes a core from a rank still working, else ``spin``. Every rank of a host
-computes the same answer from the same numbers (its ranks, the union of their CPU affinities).
+used: ``spin`` where a host has a core for each of the communicator's ranks on it; with more ranks
+than cores, ``yield`` where those ranks share memory (MPI moves their bytes with their own CPUs, so a
+waiting rank hands its core to the one it waits for; sleeping there cost 2-8x a call), else
+``backoff`` (the kernel moves the bytes, TCP, while a rank sleeps, and every poll takes a core from a
+rank still working). Every rank of a host computes the same answer from the same numbers (its ranks,
+the union of their CPU affinities, the size of its shared-memory group).
 
 :func:`wait_collective` waits for a nonblocking collective within ``$SWING_MPI_TIMEOUT``; when it
 runs out, :func:`census` finds which ranks are missing, so the ``TimeoutError`` names them.
@@ -117,9 +120,14 @@ def wait_all(reqs: list[MPI.Request], timeout: float | None, mode: str) -> bool:
     return True
 
 
-def machine_policy(ranks_on_node: int, cores: int) -> str:
-    """Return the default policy of a node running ``ranks_on_node`` ranks on ``cores`` cores."""
-    return "backoff" if ranks_on_node > max(1, cores) else "spin"
+def machine_policy(ranks_on_node: int, cores: int, shared_memory: bool = False) -> str:
+    """Return the default policy of a node running ``ranks_on_node`` ranks on ``cores`` cores.
+
+    ``shared_memory``: those ranks all share memory (``MPI.COMM_TYPE_SHARED``), so MPI moves their bytes itself.
+    """
+    if ranks_on_node <= max(1, cores):
+        return "spin"
+    return "yield" if shared_memory else "backoff"
 
 
 def _my_cores() -> list[int]:
@@ -139,10 +147,28 @@ def node_policy(comm: MPI.Comm, timeout: float | None = None) -> str:
     """
     if rc.wait is not None:
         return rc.wait
+    return machine_policy(*_host(comm, timeout))
+
+
+def _host(comm: MPI.Comm, timeout: float | None) -> tuple[int, int, bool]:
+    """Return this rank's host: its ranks in ``comm``, its cores, whether they all share memory (collective).
+
+    Shared memory is asked of MPI (``Split_type``) only where some host has more ranks than cores, on
+    every rank alike (they all see the same gathered list).
+    """
     mine = (MPI.Get_processor_name(), _my_cores())
     every = [mine] if comm.Get_size() == 1 else bounded_allgather(comm, mine, "the wait policy's agreement", timeout)
-    node = [cores for name, cores in every if name == mine[0]]
-    return machine_policy(len(node), len(set().union(*node)))
+    hosts: dict[str, tuple[int, set[int]]] = {}
+    for name, cores in every:
+        n, union = hosts.get(name, (0, set()))
+        hosts[name] = (n + 1, union | set(cores))
+    ranks, cores = hosts[mine[0]][0], len(hosts[mine[0]][1])
+    shared = False
+    if any(n > max(1, len(c)) for n, c in hosts.values()):
+        group = comm.Split_type(MPI.COMM_TYPE_SHARED)
+        shared = group.Get_size() >= ranks
+        group.Free()
+    return ranks, cores, shared
 
 
 def machine_threads(ranks_on_node: int, cores: int) -> int:
@@ -158,11 +184,8 @@ def node_info(comm: MPI.Comm, timeout: float | None = None) -> tuple[str, int]:
     """
     if rc.wait is not None and rc.threads is not None:
         return rc.wait, rc.threads
-    mine = (MPI.Get_processor_name(), _my_cores())
-    every = [mine] if comm.Get_size() == 1 else bounded_allgather(comm, mine, "the wait policy's agreement", timeout)
-    node = [cores for name, cores in every if name == mine[0]]
-    ranks, cores = len(node), len(set().union(*node))
-    return (rc.wait or machine_policy(ranks, cores),
+    ranks, cores, shared = _host(comm, timeout)
+    return (rc.wait or machine_policy(ranks, cores, shared),
             rc.threads if rc.threads is not None else machine_threads(ranks, cores))
 
 

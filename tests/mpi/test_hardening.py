@@ -153,11 +153,14 @@ def test_commutative_op_flagged_non_commutative_still_right():
 
 
 def test_auto_hands_tiny_vectors_to_mpi_only_when_bits_cannot_differ():
+    from dataclasses import replace
+
     from swing_mpi.api import resolve
-    # 8 B: below every MPI's built-in native threshold (tuning.NATIVE_BELOW_BY_MPI: MPICH's is 64 B)
-    assert resolve("auto", P, 8, MPI.SUM, MPI.DOUBLE) == "native"         # IEEE + is commutative
-    assert resolve("auto", P, 8, MPI.BXOR, MPI.INT64_T) == "native"       # exact
-    assert resolve("auto", P, 8, MPI.MIN, MPI.FLOAT) != "native"          # ±0.0: MPI may differ by rank
+    from swing_mpi.tuning import DEFAULT_TUNING
+    tuning = replace(DEFAULT_TUNING, native_below_bytes=64)  # 8 B: below the threshold of this tuning
+    assert resolve("auto", P, 8, MPI.SUM, MPI.DOUBLE, tuning=tuning) == "native"    # IEEE + is commutative
+    assert resolve("auto", P, 8, MPI.BXOR, MPI.INT64_T, tuning=tuning) == "native"  # exact
+    assert resolve("auto", P, 8, MPI.MIN, MPI.FLOAT, tuning=tuning) != "native"     # ±0.0: MPI may differ by rank
     # and the result is then bit-identical even with signed zeros mixed
     x = np.array([0.0, -0.0] * 8, dtype=np.float32) * (1 if R % 2 else -1)
     y = np.empty_like(x)

@@ -38,6 +38,8 @@ def test_bad_sleep_us(text):
                                                       (16, 16, "spin"), (17, 16, "backoff"), (2, 0, "backoff")])
 def test_machine_rule_backs_off_only_where_a_node_has_more_ranks_than_cores(ranks, cores, mode):
     assert wt.machine_policy(ranks, cores) == mode
+    # ranks that share memory yield instead of sleeping: MPI moves their bytes with their own CPUs
+    assert wt.machine_policy(ranks, cores, True) == ("spin" if mode == "spin" else "yield")
 
 
 def test_a_set_policy_wins_over_the_machine_rule(monkeypatch):
@@ -99,10 +101,14 @@ def test_yield_policy_never_sleeps_unless_told(monkeypatch):
 
 
 class _Comm:
-    """A communicator of ``hosts`` (one processor name and CPU list per rank) seen from rank ``me``."""
+    """A communicator of ``hosts`` (one processor name and CPU list per rank) seen from rank ``me``.
 
-    def __init__(self, hosts, me):
-        self.hosts, self.me = hosts, me
+    ``shared``: ``"none"`` (MPI told to use no shared memory: a shared-memory group of one, as in the lab)
+    or ``"host"`` (a host's ranks share memory). ``splits`` counts the shared-memory splits asked for.
+    """
+
+    def __init__(self, hosts, me, shared):
+        self.hosts, self.me, self.shared, self.splits = hosts, me, shared, 0
 
     def Get_size(self):  # noqa: N802
         return len(self.hosts)
@@ -110,15 +116,45 @@ class _Comm:
     def allgather(self, mine):
         return [mine if r == self.me else h for r, h in enumerate(self.hosts)]
 
+    def Split_type(self, kind):  # noqa: N802
+        assert kind == wt.MPI.COMM_TYPE_SHARED
+        self.splits += 1
+        return _Group(1 if self.shared == "none" else sum(h[0] == self.hosts[self.me][0] for h in self.hosts))
 
-def _policies(monkeypatch, hosts):
+
+class _Group:
+    def __init__(self, size):
+        self.size = size
+
+    def Get_size(self):  # noqa: N802
+        return self.size
+
+    def Free(self):  # noqa: N802
+        pass
+
+
+def _policies(monkeypatch, hosts, shared="none", splits=None):
+    """Each rank's policy (``splits``: a list that gets each rank's count of shared-memory splits)."""
     monkeypatch.setattr(config.rc, "wait", None)
     got = []
     for me, (name, cores) in enumerate(hosts):
         monkeypatch.setattr(wt.MPI, "Get_processor_name", lambda name=name: name)
         monkeypatch.setattr(wt, "_my_cores", lambda cores=cores: cores)
-        got.append(wt.node_policy(_Comm(hosts, me)))
+        comm = _Comm(hosts, me, shared)
+        got.append(wt.node_policy(comm))
+        if splits is not None:
+            splits.append(comm.splits)
     return got
+
+
+def test_crowded_ranks_that_share_memory_yield_and_the_others_back_off(monkeypatch):
+    hosts = [("a", [0, 1])] * 4 + [("b", [0, 1, 2, 3])] * 2
+    splits = []
+    assert _policies(monkeypatch, hosts, "host", splits) == ["yield"] * 4 + ["spin"] * 2
+    assert splits == [1] * 6  # every rank asks, the uncrowded host too (a collective)
+    splits.clear()
+    assert _policies(monkeypatch, [("a", [0, 1, 2, 3])] * 2 + [("b", [0])], "host", splits) == ["spin"] * 3
+    assert splits == [0] * 3  # no host crowded: no split
 
 
 def test_node_policy_counts_the_ranks_of_each_host_against_its_cores(monkeypatch):
