@@ -45,7 +45,8 @@ __all__ = [
     "decide", "Decision", "Estimate", "explain", "choose", "resolve", "choose_collective", "candidates",
     "contenders", "keeps_order", "supports", "check_name", "cache_clear", "algorithm_names", "clearly_faster",
     "trial_verdict", "node_form", "node_lanes", "NODE_FORMS", "NODE_FORM_FACTOR",
-    "COLLECTIVES", "NONCOMMUTATIVE", "NATIVE_MARGIN", "CLOSE_FACTOR", "TRIAL_MAX", "SWITCH_MARGIN", "SWITCH_Z",
+    "COLLECTIVES", "NONCOMMUTATIVE", "NATIVE_MARGIN", "CLOSE_FACTOR", "MODEL_CLOSE_FACTOR", "TRIAL_MAX",
+    "SWITCH_MARGIN", "SWITCH_Z",
     "MODEL_RESOLUTION", "NATIVE_BELOW_MARGIN",
     # the tuning it decides with (defined in swing_mpi.tuning)
     "Tuning", "TuningError", "DEFAULT_TUNING", "load_tuning", "save_tuning", "tuning_for_comm",
@@ -63,6 +64,11 @@ CLOSE_FACTOR = 1.25
 """Candidates within this factor of the fastest in a table are ones a table cannot tell apart: calibrate
 gives them rounds of their own, and ``auto`` tries those within it of its pick on a launch's first calls.
 Farther ones are not tried: a user's first calls are part of their run (docs/auto.md)."""
+MODEL_CLOSE_FACTOR = 2.0
+"""Without a measured table, ``auto`` tries on a launch's first calls the fastest candidate of each other form
+(latency, bandwidth) whose modelled time is within this factor of the model's pick: the model knows steps
+and bytes, not an MPI library's protocol switches (MPICH's shared memory sends 8-16 KiB messages at half
+the speed of 4 KiB ones, which makes ``swing-bw`` 1.6x faster than the modelled pick there)."""
 TRIAL_MAX = 3
 """At most this many contenders (the table's pick among them) are tried per size."""
 SWITCH_MARGIN = 0.05
@@ -237,6 +243,21 @@ def _model(ours: Sequence[str], dims: tuple[int, ...], nbytes: int, exact: bool,
     return best, [out[a] for a in order]
 
 
+def _model_tried(pick: str, est: Sequence[Estimate]) -> tuple[tuple[str, float], ...]:
+    """Return the model's pick, then the fastest of each other form within :data:`MODEL_CLOSE_FACTOR` of it."""
+    priced = {e.algorithm: e.seconds for e in est if e.seconds is not None}
+    mine = priced.get(pick)
+    if mine is None:
+        return ()
+    out, forms = [(pick, mine)], {algorithm_info(pick).form}
+    for a, t in sorted(priced.items(), key=lambda x: x[1]):
+        form = algorithm_info(a).form
+        if form not in forms and t <= MODEL_CLOSE_FACTOR * mine:
+            out.append((a, t))
+            forms.add(form)
+    return tuple(out) if len(out) > 1 else ()
+
+
 def _tried(table: Any, pick: str, allowed: set[str], nbytes: int) -> tuple[tuple[str, float], ...]:
     """Return the table's pick, then the others within :data:`CLOSE_FACTOR` of it, fastest first, ``native`` kept."""
     priced = [(a, t) for a in table.candidates if a in allowed for t in [table.time(a, nbytes)[0]] if t is not None]
@@ -285,7 +306,8 @@ def _auto(p: int, dims: tuple[int, ...], nbytes: int, exact: bool, commutative: 
             raise ValueError(f"no algorithm can run this {collective} on dims {'x'.join(map(str, dims))}")
         return Decision(NATIVE, "rule", (rule,))
     best, est = _model(ours, dims, nbytes, exact, tuning, collective)
-    return Decision(best, "model", tuple(est) + ((rule,) if native_ok else ()))
+    tried = _model_tried(best, est) if collective == "allreduce" else ()
+    return Decision(best, "model", tuple(est) + ((rule,) if native_ok else ()), tried)
 
 
 def node_lanes(nbytes: int, count: int, k: int, chunk: int) -> int:

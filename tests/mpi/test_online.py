@@ -14,7 +14,7 @@ import pytest
 from mpi4py import MPI
 
 import swing_mpi
-from swing_mpi import api, config, online, pipeline
+from swing_mpi import api, choose, config, online, pipeline
 from swing_mpi.request import Request
 from swing_mpi.state import comm_state
 from swing_mpi.tuning import DecisionTable, Tuning, save_tuning
@@ -150,15 +150,18 @@ def test_sizes_are_tried_apart_and_in_place_calls_count(tried_comm, monkeypatch)
 
 
 @pytest.mark.mpi(min_size=2)
-def test_exact_ops_are_tried_apart_and_never_without_a_table(tried_comm, monkeypatch):
+def test_exact_ops_are_tried_apart_and_by_the_model_without_a_table(tried_comm, monkeypatch):
     ran = _fake_clock(monkeypatch, {"ring": 1e-3, "recdoub": 1e-3, "native": 1e-3})
     x = np.arange(N, dtype=np.int64) + R
-    assert api.auto_trial(tried_comm, np.empty_like(x), MPI.SUM) is None  # the table is float64's
+    d = choose.explain(P, (P,), x.nbytes, exact=True, tuning=comm_state(tried_comm).tuning)
+    assert d.why == "model"  # the table is float64's: the model decides, and names its contenders
+    trial = api.auto_trial(tried_comm, np.empty_like(x), MPI.SUM)
+    assert (trial.contenders if trial is not None else ()) == d.tried
     for _ in range(4):
         y = np.empty_like(x)
         swing_mpi.allreduce(tried_comm, x, y, MPI.SUM)
         assert (y == sum(np.arange(N, dtype=np.int64) + r for r in range(P))).all()
-    assert ran == []
+    assert set(ran) <= set(d.tried) and "native" not in ran
 
 
 @pytest.mark.mpi(min_size=2)

@@ -37,8 +37,14 @@ def _same_everywhere(a):
 
 @pytest.fixture
 def slow_calls(monkeypatch):
-    """Count the calls that took the full (checking) path (no shape remembered from earlier tests)."""
+    """Count the calls that took the full (checking) path (no shape remembered from earlier tests).
+
+    ``auto`` tries no contenders on WORLD meanwhile: a trial's calls take the full path (tests/mpi/test_online.py).
+    """
+    from swing_mpi.state import comm_state
+
     repeat.NATIVE_SHAPES.clear()
+    monkeypatch.setattr(comm_state(WORLD), "trial", False)
     n = [0]
     orig = pipeline.call_args
 

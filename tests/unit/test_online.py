@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
+import pytest
 
 from swing_mpi import online
-from swing_mpi.choose import CLOSE_FACTOR, SWITCH_MARGIN, TRIAL_MAX, choose, contenders, explain
-from swing_mpi.tuning import DEFAULT_TUNING, DecisionTable, Tuning
+from swing_mpi.choose import CLOSE_FACTOR, MODEL_CLOSE_FACTOR, SWITCH_MARGIN, TRIAL_MAX, choose, contenders, explain
+from swing_mpi.schedule import ALGORITHMS
+from swing_mpi.tuning import DecisionTable, Tuning
 
 SIZES = (8, 1 << 20)
 
@@ -41,13 +45,32 @@ def test_the_pick_comes_first_even_when_native_keeps_it_by_the_margin():
     assert [a for a, _ in contenders(4, (2, 2), 1 << 20, exact=False, tuning=t)] == ["native", "recdoub"]
 
 
-def test_far_candidates_native_where_it_may_differ_and_unmeasured_shapes_are_not_tried():
+def test_far_candidates_and_native_where_it_may_differ_are_not_tried():
     t = _tuning(recdoub=(1e-4, 1e-3), ring=(1e-4, CLOSE_FACTOR * 1.01e-3), native=(1e-4, 1.2e-3))
     assert [a for a, _ in contenders(4, (2, 2), 1 << 20, exact=False, tuning=t)] == ["recdoub", "native"]
     assert [a for a, _ in contenders(4, (2, 2), 1 << 20, exact=False, native_ok=False, tuning=t)] == []
-    assert contenders(4, (4,), 1 << 20, exact=False, tuning=t) == ()  # no table for the ring: the model decides
-    assert contenders(4, (2, 2), 1 << 20, exact=True, tuning=t) == ()  # nor for exact ops
-    assert contenders(4, (2, 2), 1 << 20, exact=False, tuning=DEFAULT_TUNING) == ()
+    # no table for the ring, nor for exact ops: the model decides (its contenders: the next test)
+    assert explain(4, (4,), 1 << 20, exact=False, tuning=t).why == "model"
+    assert explain(4, (2, 2), 1 << 20, exact=True, tuning=t).why == "model"
+
+
+@pytest.mark.parametrize("alpha", [1e-6, 91e-6, 1e-3])
+@pytest.mark.parametrize("dims", [(2,), (4,), (2, 2), (4, 4), (8, 8), (3, 4), (7,)])
+@pytest.mark.parametrize("nbytes", [8, 8 << 10, 1 << 20, 64 << 20])
+def test_the_model_tries_the_fastest_of_the_other_form_where_close(alpha, dims, nbytes):
+    t = Tuning(alpha, 1.7e-9, 0.06e-9, native_below_bytes=None, network="flat", source="t")
+    d = explain(math.prod(dims), dims, nbytes, exact=False, tuning=t)
+    assert d.why == "model"
+    priced = {e.algorithm: e.seconds for e in d.estimates if e.seconds is not None and e.algorithm != "native"}
+    pick = priced[d.algorithm]
+    form = ALGORITHMS[d.algorithm].form
+    order = list(priced)  # registry order breaks ties
+    others = sorted(((s, order.index(a), a) for a, s in priced.items() if ALGORITHMS[a].form != form))
+    if others and others[0][0] <= MODEL_CLOSE_FACTOR * pick:
+        assert d.contenders == ((d.algorithm, pick), (others[0][2], others[0][0]))
+    else:
+        assert d.contenders == ()
+    assert explain(math.prod(dims), dims, nbytes, exact=False, tuning=t, collective="allgather").contenders == ()
 
 
 def test_rounds_follow_the_measured_times_within_bounds():
