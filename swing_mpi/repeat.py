@@ -16,14 +16,23 @@ differ; an array whose dtype was changed in place is reduced as its new dtype
 with weak references). A communicator freed since fails in that MPI call, as
 ``comm.Allreduce`` would.
 
+Where the compiled core runs the plan, a call on recorded arrays is one call into C:
+the record of :data:`NATIVE_RECORDS` holds, in place of MPI's allreduce, the core's
+record of the plan (:meth:`swing_mpi.executor.Plan.repeat_record`), which checks what
+can change (the plan alive and idle, the state alive, the dtypes, sizes, contiguity,
+writability), takes the operation's number and runs the plan, or returns ``False``
+without sending anything; the caller then takes the Python path below.
+
 Programs also reduce *new* arrays every call (``np.array([loss])`` in a training
 loop), which no record matches. For these, the choice itself repeats: a call that
 went to MPI is remembered by what decided it (communicator, op, options, dtype,
 size, in place or not; :data:`NATIVE_SHAPES`), and a later call on new arrays of
 that shape goes straight to MPI after the checks that depend on the arrays
-themselves (contiguous, writable, same dtype and size, no overlap); any other
-call takes the full path. Blocking reduce-scatter-block and all-gather calls do the
-same (:func:`native_again`), for new and repeated arrays alike.
+themselves (contiguous, writable, same dtype and size, no overlap); a call that ran
+a schedule with the compiled core is remembered the same way, with the core's record
+of its plan in place of MPI's call. Any other call takes the full path. Blocking
+reduce-scatter-block and all-gather calls do the same (:func:`native_again`), for new
+and repeated arrays alike.
 """
 
 from __future__ import annotations
@@ -81,7 +90,8 @@ class NativeRecord(NamedTuple):
     in_place: Any
     """In place: what the call passed as ``sendbuf`` (``None`` or ``MPI.IN_PLACE``)."""
     native: Any
-    """MPI's allreduce bound to ``comm``."""
+    """What runs the call: MPI's allreduce bound to ``comm``, or the compiled core's record of a schedule's plan
+    (called alike, ``native(sendbuf, recvbuf, op)``; it returns ``False`` where it did not run)."""
     recv: Any
     """The receive array's weak reference."""
 

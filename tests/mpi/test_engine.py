@@ -14,6 +14,7 @@ step ran.
 
 from __future__ import annotations
 
+import os
 import zlib
 
 import numpy as np
@@ -182,3 +183,21 @@ def test_an_unchecked_count_mismatch_names_itself(monkeypatch):
         for part in parts:
             assert part in message, message
     WORLD.Barrier()
+
+
+@pytest.mark.mpi(min_size=2)
+def test_crowded_ranks_that_share_memory_yield_and_the_others_spin(monkeypatch):
+    """The node's own wait rule under mpiexec, against what MPI says of the ranks' host and memory."""
+    from swing_mpi.waiting import node_info
+
+    world = MPI.COMM_WORLD
+    monkeypatch.setattr(rc, "wait", None)
+    policy, _ = node_info(world)
+    me = MPI.Get_processor_name()
+    hosts = world.allgather((me, sorted(os.sched_getaffinity(0))))
+    ranks = sum(n == me for n, _ in hosts)
+    cores = len(set().union(*[c for n, c in hosts if n == me]))
+    group = world.Split_type(MPI.COMM_TYPE_SHARED)
+    shared = group.Get_size() >= ranks
+    group.Free()
+    assert policy == ("spin" if ranks <= cores else "yield" if shared else "backoff")
