@@ -781,6 +781,18 @@ static PyObject *outcome(Engine *e, int st)
     return PyLong_FromLong(-1);
 }
 
+/* make the engine ready for an operation with these tags, its buffers bound */
+static void reset(Engine *e, int tag)
+{
+    e->tag = tag;
+    e->step = 0;
+    e->err_code = 0;
+    e->active = 1;
+    e->nls = 0;
+    e->tr_n = 0;
+    e->t0 = now_s();
+}
+
 /* bind an operation's buffers and reset the engine for it; -1 with a Python error set */
 static int begin(Engine *e, PyObject *bufs[NBASES], int tag)
 {
@@ -790,14 +802,20 @@ static int begin(Engine *e, PyObject *bufs[NBASES], int tag)
     }
     if (bind_bases(e, bufs) < 0)
         return -1;
-    e->tag = tag;
-    e->step = 0;
-    e->err_code = 0;
-    e->active = 1;
-    e->nls = 0;
-    e->tr_n = 0;
-    e->t0 = now_s();
+    reset(e, tag);
     return 0;
+}
+
+/* post the first step and wait for the whole operation, without the GIL: 1 done, 2 timed out, -1 error */
+static int run_all(Engine *e, int policy, double timeout, double sleep_us)
+{
+    int st = 1;
+    if (e->nsteps > 0) {
+        Py_BEGIN_ALLOW_THREADS
+        st = post_step(e) < 0 ? -1 : wait_loop(e, policy, timeout, sleep_us);
+        Py_END_ALLOW_THREADS
+    }
+    return st;
 }
 
 /* start(work, src, out, scratch, tag) -> True if already complete, False if not, -1 on an error */
@@ -853,13 +871,7 @@ static PyObject *Engine_run(Engine *e, PyObject *args)
     if (!PyArg_ParseTuple(args, "OOOOiidd", &bufs[0], &bufs[1], &bufs[2], &bufs[3], &tag, &policy, &timeout,
                           &sleep_us) || begin(e, bufs, tag) < 0)
         return NULL;
-    int st = 1;
-    if (e->nsteps > 0) {
-        Py_BEGIN_ALLOW_THREADS
-        st = post_step(e) < 0 ? -1 : wait_loop(e, policy, timeout, sleep_us);
-        Py_END_ALLOW_THREADS
-    }
-    return outcome(e, st);
+    return outcome(e, run_all(e, policy, timeout, sleep_us));
 }
 
 /* pending() -> (step, [(lane, peer, kind), ...]) of the messages not complete */
@@ -1119,20 +1131,8 @@ static PyObject *RepeatRec_call(PyObject *self, PyObject *const *args, size_t na
         goto out;
     }
     n += 1;
-    e->tag = (int)(r->tag_base + (n % r->tag_seqs) * r->max_lanes);
-    e->step = 0;
-    e->err_code = 0;
-    e->active = 1;
-    e->nls = 0;
-    e->tr_n = 0;
-    e->t0 = now_s();
-    int st = 1;
-    if (e->nsteps > 0) {
-        Py_BEGIN_ALLOW_THREADS
-        st = post_step(e) < 0 ? -1 : wait_loop(e, r->policy, r->timeout, sleep_us);
-        Py_END_ALLOW_THREADS
-    }
-    result = outcome(e, st);
+    reset(e, (int)(r->tag_base + (n % r->tag_seqs) * r->max_lanes));
+    result = outcome(e, run_all(e, r->policy, r->timeout, sleep_us));
     if (result == Py_True) {
         Py_DECREF(result);
         Py_INCREF(Py_None);
