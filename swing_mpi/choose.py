@@ -300,8 +300,9 @@ def _auto(p: int, dims: tuple[int, ...], nbytes: int, exact: bool, commutative: 
     ours = [a for a in registered if _valid(a, dims, exact, collective)]
     nb = native_below(tuning)
     rule = Estimate(NATIVE, None, "rule", "no measured table for this call: the model hands "
-                    + ("no vector" if nb is None else f"vectors below {nb} B") + " to MPI (native_below_bytes)")
-    if native_ok and nb is not None and nbytes < nb or not ours:
+                    + ("no vector" if nb is None else f"vectors below {nb} B") + " to MPI (native_below_bytes)"
+                    + (", and one rank's (a copy)" if p == 1 else ""))
+    if native_ok and (nb is not None and nbytes < nb or p == 1) or not ours:
         if not native_ok:
             raise ValueError(f"no algorithm can run this {collective} on dims {'x'.join(map(str, dims))}")
         return Decision(NATIVE, "rule", (rule,))

@@ -151,4 +151,5 @@ def test_an_unset_wait_policy_follows_the_ranks_per_core_of_the_host(launch, n):
     assert r.returncode == 0, r.stdout
     got = re.findall(r"policy (\w+)", r.stdout)
     cores = len(os.sched_getaffinity(0))  # the launcher binds no ranks here: each may run on every core
-    assert got == ["backoff" if n > cores else "spin"] * n, (got, cores)
+    # more ranks than cores: they share memory here (MPI moves the bytes with their CPUs), so they yield
+    assert got == ["yield" if n > cores else "spin"] * n, (got, cores)
