@@ -272,12 +272,12 @@ def remember_native(collective: str, comm: Any, sendbuf: Any, recvbuf: Any, op: 
 
 def _remember_shape(collective: str, comm: Any, sendbuf: Any, recvbuf: Any, op: MPI.Op | None, algorithm: Any,
                     dims: Any, datatype: MPI.Datatype, run: Any, in_place: bool, ours: bool) -> None:
+    if type(dims) is tuple and not all(type(d) is int for d in dims):
+        return  # (a key must hash, and a list inside could change between calls)
     if len(NATIVE_SHAPES) >= REPEATS_MAX:
         NATIVE_SHAPES.clear()
     key = (collective, id(comm), id(op), algorithm, dims, recvbuf.dtype, recvbuf.size,
            None if in_place else sendbuf.size)
-    if type(dims) is tuple and not all(type(d) is int for d in dims):
-        return  # (a key must hash, and a list inside could change between calls)
     NATIVE_SHAPES[key] = ShapeRecord(comm, op, datatype, run, [_no_ref, _no_ref, 1], ours)
 
 
@@ -323,8 +323,9 @@ def native_again(collective: str, comm: Any, sendbuf: Any, recvbuf: Any, op: MPI
     if collective == "allreduce":  # arrays that come back get a record, the cheaper repeat path (NATIVE_SHAPES)
         seen = v.seen  # [recv, send, countdown]
         if seen[0]() is recvbuf:
-            if (in_place or seen[1]() is sendbuf) and recvbuf.size:
-                _remember_call(id(recvbuf), comm, op, algorithm, dims, sendbuf, recvbuf, in_place, run)
+            if in_place or seen[1]() is sendbuf:
+                if recvbuf.size:  # (as remember: a zero-size array gets no record)
+                    _remember_call(id(recvbuf), comm, op, algorithm, dims, sendbuf, recvbuf, in_place, run)
             elif seen[1] is _no_ref:
                 seen[1] = weakref.ref(sendbuf)  # the receive array came back: now the send array's reference
             else:
