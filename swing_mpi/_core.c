@@ -1007,8 +1007,8 @@ static PyTypeObject EngineType = {
 };
 
 /* ---------------------------------------------------------------- the repeat path's record
- * Repeat(plan_ref, state, recv_dtype, recv_bytes, send_dtype, send_bytes, policy, timeout, settings, tag_base,
- *        tag_seqs, max_lanes): a blocking allreduce on the same arrays as an earlier call, run in one call
+ * Repeat(plan_ref, state, recv_dtype, recv_bytes, send_dtype, send_bytes, scratch, policy, timeout, settings,
+ *        tag_base, tag_seqs, max_lanes): a blocking allreduce on the same arrays as an earlier call, run in one call
  * (swing_mpi/repeat.py). Called as record(sendbuf, recvbuf, op) once the caller has matched the communicator,
  * op, options and both arrays' identities; it checks what can change between calls (the plan is alive and
  * idle and has the engine, the communicator's state is alive, the dtypes are the recorded objects, the arrays
@@ -1019,15 +1019,14 @@ static PyTypeObject EngineType = {
 typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
-    PyObject *plan_ref, *st, *rdtype, *sdtype, *settings;  /* sdtype None: in place */
+    PyObject *plan_ref, *st, *rdtype, *sdtype, *scratch, *settings;  /* sdtype None: in place */
     Py_ssize_t rbytes, sbytes;
     int policy;
     double timeout;
     long long tag_base, tag_seqs, max_lanes;
 } RepeatRec;
 
-static PyObject *s_alive, *s_active, *s_fast, *s_fast_src, *s_dtype, *s_scratch, *s_seq, *s_sleep_us,
-    *s_core_failed;
+static PyObject *s_alive, *s_active, *s_fast, *s_fast_src, *s_dtype, *s_seq, *s_sleep_us, *s_core_failed;
 
 static void RepeatRec_dealloc(RepeatRec *r)
 {
@@ -1035,6 +1034,7 @@ static void RepeatRec_dealloc(RepeatRec *r)
     Py_XDECREF(r->st);
     Py_XDECREF(r->rdtype);
     Py_XDECREF(r->sdtype);
+    Py_XDECREF(r->scratch);
     Py_XDECREF(r->settings);
     Py_TYPE(r)->tp_free((PyObject *)r);
 }
@@ -1073,14 +1073,14 @@ static PyObject *RepeatRec_call(PyObject *self, PyObject *const *args, size_t na
         Py_RETURN_FALSE;
     Py_INCREF(plan);
 #endif
-    PyObject *eng = NULL, *scratch = NULL, *seq = NULL, *next = NULL, *result = NULL;
+    PyObject *eng = NULL, *seq = NULL, *next = NULL, *result = NULL;
     Engine *e;
     int ok;
     if ((ok = attr_is(r->st, s_alive, Py_True)) <= 0 || (ok = attr_is(plan, s_active, Py_False)) <= 0 ||
         (ok = attr_is(recv, s_dtype, r->rdtype)) <= 0 || (!in_place && (ok = attr_is(send, s_dtype, r->sdtype)) <= 0))
         goto out;
     eng = PyObject_GetAttr(plan, in_place ? s_fast : s_fast_src);
-    if (!eng || !(scratch = PyObject_GetAttr(plan, s_scratch))) {
+    if (!eng) {
         ok = -1;
         goto out;
     }
@@ -1110,7 +1110,7 @@ static PyObject *RepeatRec_call(PyObject *self, PyObject *const *args, size_t na
         release_views(e);
         goto out;
     }
-    if (PyObject_GetBuffer(scratch, &e->views[3], PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
+    if (PyObject_GetBuffer(r->scratch, &e->views[3], PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
         release_views(e);
         ok = -1;
         goto out;
@@ -1150,7 +1150,6 @@ static PyObject *RepeatRec_call(PyObject *self, PyObject *const *args, size_t na
 out:
     Py_DECREF(plan);
     Py_XDECREF(eng);
-    Py_XDECREF(scratch);
     Py_XDECREF(seq);
     Py_XDECREF(next);
     if (ok < 0)
@@ -1162,13 +1161,13 @@ out:
 
 static int RepeatRec_init(RepeatRec *r, PyObject *args, PyObject *kw)
 {
-    PyObject *plan_ref, *st, *rdtype, *sdtype, *settings;
+    PyObject *plan_ref, *st, *rdtype, *sdtype, *scratch, *settings;
     Py_ssize_t rbytes, sbytes;
     int policy;
     double timeout;
     long long tag_base, tag_seqs, max_lanes;
-    if (!PyArg_ParseTuple(args, "OOOnOnidOLLL", &plan_ref, &st, &rdtype, &rbytes, &sdtype, &sbytes, &policy,
-                          &timeout, &settings, &tag_base, &tag_seqs, &max_lanes))
+    if (!PyArg_ParseTuple(args, "OOOnOnOidOLLL", &plan_ref, &st, &rdtype, &rbytes, &sdtype, &sbytes, &scratch,
+                          &policy, &timeout, &settings, &tag_base, &tag_seqs, &max_lanes))
         return -1;
     if (!PyWeakref_CheckRef(plan_ref)) {
         PyErr_SetString(PyExc_TypeError, "plan_ref: a weak reference");
@@ -1182,11 +1181,13 @@ static int RepeatRec_init(RepeatRec *r, PyObject *args, PyObject *kw)
     Py_INCREF(st);
     Py_INCREF(rdtype);
     Py_INCREF(sdtype);
+    Py_INCREF(scratch);
     Py_INCREF(settings);
     Py_XSETREF(r->plan_ref, plan_ref);
     Py_XSETREF(r->st, st);
     Py_XSETREF(r->rdtype, rdtype);
     Py_XSETREF(r->sdtype, sdtype);
+    Py_XSETREF(r->scratch, scratch);
     Py_XSETREF(r->settings, settings);
     r->rbytes = rbytes;
     r->sbytes = sbytes;
@@ -1278,7 +1279,6 @@ PyMODINIT_FUNC PyInit_swing_mpi_core(void)
     INTERN(s_fast, "_fast");
     INTERN(s_fast_src, "_fast_src");
     INTERN(s_dtype, "dtype");
-    INTERN(s_scratch, "scratch");
     INTERN(s_seq, "seq");
     INTERN(s_sleep_us, "sleep_us");
     INTERN(s_core_failed, "_core_failed");

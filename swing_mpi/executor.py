@@ -350,7 +350,7 @@ class Plan:
             return None
         return self._core.Repeat(weakref.ref(self), state, recv.dtype, recv.nbytes,
                                  None if send is None else send.dtype, 0 if send is None else send.nbytes,
-                                 self._policy, self._timeout_c, rc, TAG_BASE, TAG_SEQS, MAX_LANES)
+                                 self.scratch, self._policy, self._timeout_c, rc, TAG_BASE, TAG_SEQS, MAX_LANES)
 
     def _src_engine(self) -> Any:
         """Return (make once) the engine that reads a separate input where used; None: it is copied in, or after."""
