@@ -29,6 +29,13 @@ What it measures (rank 0 prints it and writes the JSON file):
   other waits): a C loop over float64, the reduction cost a C MPI pays (the
   ``c`` preset's ``gamma``).
 
+* ``overlap``: one REDUCE step of ``--gamma-size`` bytes in 1 MiB segments, each reduced as it
+  arrives: how much of its reduction the transfer hides, with one overlapped run's trace.
+  ``--overlap-only`` measures just that (``--segment``, ``--threads``), printed and written only
+  to a named ``--out``: run it where a wire moves the bytes (``swing-mpi lab --dims 2 --link 4G --
+  python -m mpi4py -m swing_mpi probe --overlap-only``); over shared memory the receiving rank's
+  CPU copies them and nothing can hide.
+
 Each number is the median of ``--repeats`` rounds (each a median over calls);
 the machine's load average goes into the file, since another process on the
 cores inflates every number.
@@ -57,7 +64,7 @@ from .config import rc
 from .engine_costs import DEFAULT_ENGINE, EngineCosts, default_engine_path, load_engine_costs
 
 __all__ = ["EngineCosts", "DEFAULT_ENGINE", "C_ALPHA_S", "default_engine_path", "load_engine_costs",
-           "chain_schedules", "probe", "add_arguments", "run", "main"]
+           "chain_schedules", "probe", "overlap", "add_arguments", "run", "main"]
 
 C_ALPHA_S = 1.5e-6
 """The ``c`` preset's cost per step: 1.5 µs, the value the Trivance paper uses when it reruns Swing's simulator."""
@@ -246,9 +253,66 @@ def _overlap(comm: Any, nbytes: int, segment: int, threads: int, calls: int) -> 
     events = plan.trace(0)
     kinds = {0: "post", 1: "message", 2: "reduce-start", 3: "reduce-end", 4: "done"}
     t["hidden"] = (t["wire"] + t["reduce"] - t["overlapped"]) / t["reduce"] if t["reduce"] > 0 else 0.0
+    t.update(_trace_summary(events))
     t["trace"] = [[round(e[0] * 1e6, 1), kinds.get(e[1], e[1]), e[4]] for e in events]
     t.update(bytes=count * 8, segment=segment, threads=threads)
     return t
+
+
+def _trace_summary(events: list[tuple[float, int, int, int, int]]) -> dict[str, float]:
+    """From one run's trace (this rank's): its reductions' time, the part after the last message, the tail.
+
+    ``trace_reduce_s``: the reductions' summed time; ``trace_reduce_after_wire_s``: the part of it after the
+    step's last message (a receive or a send) completed, the reduction the wire did not hide;
+    ``trace_tail_s``: from that last message to the step's end; ``trace_hidden``: 1 - after / summed.
+    """
+    last = max((e[0] for e in events if e[1] == 1), default=0.0)
+    total = after = 0.0
+    open_: list[float] = []  # reduction starts not yet ended (parts on worker threads can interleave)
+    for e in events:
+        if e[1] == 2:
+            open_.append(e[0])
+        elif e[1] == 3 and open_:
+            start = open_.pop(0)
+            total += e[0] - start
+            after += max(0.0, e[0] - max(start, last))
+    done = max((e[0] for e in events if e[1] == 4), default=last)
+    return {"trace_reduce_s": total, "trace_reduce_after_wire_s": after, "trace_tail_s": max(0.0, done - last),
+            "trace_hidden": 1.0 - after / total if total > 0 else 0.0}
+
+
+def overlap(comm: Any, *, nbytes: int = 16 << 20, segment: int = 1 << 20, threads: tuple[int, ...] = (1, 2),
+            calls: int = 5) -> dict[str, Any]:
+    """Measure only how much of a large step's reduction hides behind its transfer (``--overlap-only``).
+
+    For each thread count, :func:`_overlap`'s timings (``wire``, ``reduce``, ``serial``, ``overlapped``, each a
+    median of ``calls`` calls) and one overlapped run's trace with what it says (``trace_*``). Meant for a real
+    wire, where MPI's bytes do not take the ranks' own cores: two ranks across the lab's link
+    (``swing-mpi lab --dims 2 --link 2G -- python -m mpi4py -m swing_mpi probe --overlap-only``).
+    """
+    from . import native
+
+    if comm.Get_size() != 2:
+        raise ValueError(f"the probe runs on exactly 2 ranks, not {comm.Get_size()}")
+    if native.load() is None:
+        raise ValueError(f"the overlap is the compiled core's, which is not available here: {native.why_not()}")
+    if segment <= 0 or segment >= nbytes:
+        raise ValueError(f"--segment must be above 0 and below the step's {nbytes} bytes, not {segment}")
+    if not threads or min(threads) < 1:
+        raise ValueError(f"--threads must be counts of at least 1, not {threads}")
+    steps = [_overlap(comm, nbytes, segment, k, calls) for k in threads]
+    load = os.getloadavg() if hasattr(os, "getloadavg") else None
+    return {"overlap_steps": steps, "engine": "c", "segment_bytes": segment, "gamma_bytes": nbytes,
+            "info": {"loadavg": list(load) if load else None, "cpus": os.cpu_count(),
+                     "wait_policy": rc.wait or "the machine's rule",
+                     "measured": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                     "how": "per thread count: wire = one bare Sendrecv of the step's bytes; reduce = the engine's "
+                            "kernel over them, both ranks at once; serial = the step with 1 thread and no segments; "
+                            "overlapped = the step in segments, each reduced as it arrives on that many threads; "
+                            "each the median of `calls` calls from a barrier, the slower rank's; hidden = (wire + "
+                            "reduce - overlapped) / reduce; trace_* from one overlapped run's trace on rank 0: the "
+                            "reductions' summed time, the part after the step's last message completed, the time "
+                            "from that message to the end, trace_hidden = 1 - after / summed"}}
 
 
 def probe(comm: Any, *, steps: int = 64, lanes: int = 4, repeats: int = 7, calls: int = 30,
@@ -345,13 +409,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--steps", type=int, default=64, help="steps of the long chain (default 64)")
     parser.add_argument("--lanes", type=int, default=4, help="lanes in lockstep for alpha_s (default 4, a 2D torus)")
     parser.add_argument("--repeats", type=int, default=7, help="rounds; each number is their median (default 7)")
-    parser.add_argument("--calls", type=int, default=30, help="calls per schedule per round (default 30)")
+    parser.add_argument("--calls", type=int, default=30,
+                        help="calls per schedule per round (default 30); with --overlap-only, per measurement")
     parser.add_argument("--gamma-size", default="16M", metavar="SIZE",
                         help=f"vector for the reduction cost, in {SIZE_HELP} (default 16M)")
     deprecated(parser, "--gamma-mib", dest="gamma_size", new="--gamma-size", convert=lambda v: f"{v}M")
     parser.add_argument("--from-tuning", nargs="?", const="", default=None, metavar="FILE",
                         help="write the file from a calibrate tuning file (default: the one auto reads; an error "
                              "if there is none); no MPI")
+    parser.add_argument("--overlap-only", action="store_true",
+                        help="measure only how much of a --gamma-size step's reduction its transfer hides, in "
+                             "--segment segments on each of --threads; writes --out only if given (not a costs file)")
+    parser.add_argument("--segment", default="1M", metavar="SIZE",
+                        help=f"with --overlap-only: the segment, in {SIZE_HELP} (default 1M)")
+    parser.add_argument("--threads", default="1,2", metavar="LIST",
+                        help="with --overlap-only: the thread counts to run, comma-separated (default 1,2)")
     parser.add_argument("--dry-run", action="store_true", help="print, do not write")
 
 
@@ -366,6 +438,8 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as e:
         say(f"swing-mpi probe: --gamma-size: {e}")
         return 2
+    if args.overlap_only:
+        return _run_overlap(args, gamma_bytes)
     if args.from_tuning is not None:
         try:
             if not args.from_tuning and _builtin_tuning():
@@ -415,15 +489,55 @@ def run(args: argparse.Namespace) -> int:
     info = data.get("info") or {}
     for ov in (info.get("overlap_step"), info.get("overlap_step_2_threads")):
         if ov:
-            print(f"overlap: a {ov['bytes'] >> 20} MiB step in {ov['segment'] >> 10} KiB segments, {ov['threads']} "
-                  f"thread{'s' if ov['threads'] > 1 else ''}: {ov['overlapped'] * 1e3:.2f} ms; transfer alone "
-                  f"{ov['wire'] * 1e3:.2f} ms, reduction alone {ov['reduce'] * 1e3:.2f} ms, serial step "
-                  f"{ov['serial'] * 1e3:.2f} ms: {max(0.0, min(1.0, ov['hidden'])):.0%} of the reduction hidden")
+            _print_overlap(ov)
     if args.dry_run:
         return 0
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
     print(f"wrote {out}")
+    return 0
+
+
+def _print_overlap(ov: dict[str, Any]) -> None:
+    print(f"overlap: a {ov['bytes'] >> 20} MiB step in {ov['segment'] >> 10} KiB segments, {ov['threads']} "
+          f"thread{'s' if ov['threads'] > 1 else ''}: {ov['overlapped'] * 1e3:.2f} ms; transfer alone "
+          f"{ov['wire'] * 1e3:.2f} ms, reduction alone {ov['reduce'] * 1e3:.2f} ms, serial step "
+          f"{ov['serial'] * 1e3:.2f} ms: {max(0.0, min(1.0, ov['hidden'])):.0%} of the reduction hidden")
+    if "trace_reduce_s" in ov:
+        print(f"  its trace (rank 0): reductions {ov['trace_reduce_s'] * 1e3:.2f} ms in all, "
+              f"{ov['trace_reduce_after_wire_s'] * 1e3:.2f} ms of them after the last message "
+              f"({ov['trace_hidden']:.0%} under the wire); last message to the end {ov['trace_tail_s'] * 1e3:.2f} ms")
+
+
+def _run_overlap(args: argparse.Namespace, nbytes: int) -> int:
+    """``--overlap-only``: the overlap steps alone, printed; written only to an --out that is named."""
+    from mpi4py import MPI
+
+    from .cliargs import say
+    from .units import parse_size
+
+    comm = MPI.COMM_WORLD
+    try:
+        segment = parse_size(args.segment)
+        try:
+            threads = tuple(int(v) for v in args.threads.split(","))
+        except ValueError:
+            raise ValueError(f"--threads takes counts separated by commas, like 1,2; not {args.threads!r}") from None
+        if args.calls < 1:
+            raise ValueError(f"--calls must be at least 1, not {args.calls}")
+        data = overlap(comm, nbytes=nbytes, segment=segment, threads=threads, calls=args.calls)
+    except ValueError as e:
+        say(f"swing-mpi probe: {e}")
+        return 2
+    if comm.Get_rank() != 0:
+        return 0
+    data["info"]["command"] = " ".join(["swing-mpi", "probe", *[a for a in sys.argv[1:] if a != "probe"]])
+    for ov in data["overlap_steps"]:
+        _print_overlap(ov)
+    if args.out and not args.dry_run:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+        print(f"wrote {args.out}")
     return 0
 
 

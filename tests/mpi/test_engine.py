@@ -156,6 +156,26 @@ def test_trace_of_a_segmented_step(monkeypatch):
     assert all(b >= a for a, b in zip(sorted(starts), sorted(ends)))
 
 
+@needs_core
+@pytest.mark.skipif(P != 2, reason="the probe runs on exactly 2 ranks")
+def test_probe_overlap_only_measures_each_thread_count():
+    """``swing-mpi probe --overlap-only``: one entry per thread count, its times, its trace read back."""
+    from swing_mpi.probe import overlap
+
+    with pytest.raises(ValueError, match="--segment"):
+        overlap(WORLD, nbytes=1 << 16, segment=1 << 16)
+    data = overlap(WORLD, nbytes=1 << 18, segment=1 << 15, threads=(1, 2), calls=2)
+    assert [s["threads"] for s in data["overlap_steps"]] == [1, 2]
+    for s in data["overlap_steps"]:
+        assert s["bytes"] == 1 << 18 and s["segment"] == 1 << 15
+        assert min(s["wire"], s["reduce"], s["serial"], s["overlapped"]) > 0
+        starts = [e for e in s["trace"] if e[1] == "reduce-start"]
+        assert len(starts) == 8, s["trace"]  # one per segment (below 256 KiB a reduction is not split)
+        assert 0 < s["trace_reduce_s"] and 0 <= s["trace_reduce_after_wire_s"] <= s["trace_reduce_s"]
+        assert 0 <= s["trace_hidden"] <= 1 and s["trace_tail_s"] >= 0
+    assert WORLD.bcast(data["overlap_steps"][0]["wire"]) == data["overlap_steps"][0]["wire"]  # the slower rank's
+
+
 @pytest.mark.skipif(P != 2, reason="the story of one short rank is told for 2 ranks")
 @pytest.mark.skipif("Open MPI" in MPI.Get_library_version(),
                     reason="Open MPI 5's shared-memory transport does not survive a truncated message: a later "

@@ -66,3 +66,23 @@ def test_committed_probe_matches_built_in_default():
     assert c.c_gamma_s_per_byte == pytest.approx(DEFAULT_ENGINE.c_gamma_s_per_byte, rel=0.05)
     assert dict(c.gamma_threads_s_per_byte) == pytest.approx(dict(DEFAULT_ENGINE.gamma_threads_s_per_byte), rel=0.05)
     assert c.segment_bytes == DEFAULT_ENGINE.segment_bytes and c.overlap == DEFAULT_ENGINE.overlap
+
+
+def test_trace_summary_splits_reductions_at_the_last_message():
+    """Reductions before the last message are under the wire; the part of one that runs past it is not."""
+    from swing_mpi.probe import _trace_summary
+
+    events = [(0.0, 0, 0, -1, 4), (1.0, 1, 0, 0, 0), (1.0, 2, 0, 0, 8), (1.5, 3, 0, 0, 8),  # under the wire
+              (2.0, 1, 0, 0, 1), (2.5, 2, 0, 0, 8), (3.0, 1, 0, 0, 2),  # a reduction from 2.5 runs past 3.0
+              (3.25, 3, 0, 0, 8), (3.5, 4, 1, -1, 0)]
+    s = _trace_summary(events)
+    assert s["trace_reduce_s"] == 0.5 + 0.75
+    assert s["trace_reduce_after_wire_s"] == 0.25
+    assert s["trace_tail_s"] == 0.5
+    assert s["trace_hidden"] == 1 - 0.25 / 1.25
+    # two parts on worker threads, interleaved: each end pairs with the earliest open start
+    par = [(0.0, 2, 0, 0, 8), (0.1, 2, 0, 0, 8), (1.0, 3, 0, 0, 8), (1.2, 3, 0, 0, 8), (1.1, 1, 0, 0, 0),
+           (1.3, 4, 1, -1, 0)]
+    s = _trace_summary(par)
+    assert abs(s["trace_reduce_s"] - 2.1) < 1e-12 and abs(s["trace_reduce_after_wire_s"] - 0.1) < 1e-12
+    assert _trace_summary([])["trace_hidden"] == 0.0
