@@ -305,7 +305,14 @@ def _auto(p: int, dims: tuple[int, ...], nbytes: int, exact: bool, commutative: 
     if native_ok and (nb is not None and nbytes < nb or p == 1) or not ours:
         if not native_ok:
             raise ValueError(f"no algorithm can run this {collective} on dims {'x'.join(map(str, dims))}")
-        return Decision(NATIVE, "rule", (rule,))
+        if p == 1 or not ours or tuning is not DEFAULT_TUNING or collective != "allreduce":
+            return Decision(NATIVE, "rule", (rule,))
+        # the built-in threshold is a guess about an MPI library measured elsewhere: MPI's call first, the
+        # model's pick tried against it on the launch's first calls (kept only where clearly faster)
+        best, est = _model(ours, dims, nbytes, exact, tuning, collective)
+        mine = next((e.seconds for e in est if e.algorithm == best), None)
+        tried = () if mine is None else ((NATIVE, mine), (best, mine))
+        return Decision(NATIVE, "rule", tuple(est) + (rule,), tried)
     best, est = _model(ours, dims, nbytes, exact, tuning, collective)
     tried = _model_tried(best, est) if collective == "allreduce" else ()
     return Decision(best, "model", tuple(est) + ((rule,) if native_ok else ()), tried)

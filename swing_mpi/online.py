@@ -5,10 +5,13 @@ by more ranks than cores the fastest of two close candidates can change from lau
 the decision (:func:`swing_mpi.choose.decide`) names contenders within
 :data:`~swing_mpi.choose.CLOSE_FACTOR` of its pick, the first blocking calls of that size run them in
 turns of ``rounds`` calls (the pick first, then the others), every rank timing its own calls; at the end
-of each turn one small ``MPI_Allreduce`` on the private communicator takes the maximum over ranks, so
-all ranks see the same numbers and agree. The pick runs a second turn, the reference, only where some
-contender looked faster than its first; otherwise the trial ends there. The result is
-:func:`swing_mpi.choose.trial_verdict`.
+of each turn one small ``MPI_Allreduce`` on the private communicator takes the least over ranks of each
+call's time, so all ranks see the same numbers and agree. The least: the rank that came to a call last
+did not wait for the others to arrive, so its time is the call's own; the others' add how much later it
+came (the Python around a trial call, which varies from rank to rank, is several times a small call). A
+schedule's trial call runs through the compiled core's record, as its settled calls will
+(:mod:`swing_mpi.pipeline`). The pick runs a second turn, the reference, only where some contender looked
+faster than its first; otherwise the trial ends there. The result is :func:`swing_mpi.choose.trial_verdict`.
 
 The trial's calls are the user's, so it is short: only close contenders, at most
 :data:`MAX_ROUNDS` calls a turn, none where it would take over :data:`TRIAL_BUDGET` seconds by the
@@ -52,13 +55,16 @@ class Trial:
     rounds: int
     """Calls per turn; the last :attr:`counted` of a turn count."""
     times: list[float] = field(default_factory=list)
-    """Seconds of each trial call in call order: the maximum over ranks for every finished turn."""
+    """Seconds of each trial call in call order: the least over ranks for every finished turn."""
     turns: tuple[str, ...] = ()
     """Who runs each turn so far: the contenders, then the pick again where the evidence needs it."""
     pick: str | None = None
     """What every call runs once the trial is over (``None`` while it runs)."""
     medians: tuple[float, ...] = ()
     """Median seconds of every contender (counted calls), once the trial is over."""
+    runs: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
+    """The compiled core's records that run a contender's trial calls (:mod:`swing_mpi.pipeline`), by contender
+    and the arrays' dtypes; emptied when the trial ends."""
 
     def __post_init__(self) -> None:
         """Start with one turn per contender."""
@@ -93,7 +99,7 @@ class Trial:
         if len(self.times) % r:
             return
         t = np.array(self.times[-r:], np.float64)
-        comm.Allreduce(MPI.IN_PLACE, t, MPI.MAX)  # every rank now holds the same times: the same verdict
+        comm.Allreduce(MPI.IN_PLACE, t, MPI.MIN)  # every rank now holds the same times: the same verdict
         self.times[-r:] = [float(x) for x in t]
         done, k = len(self.times) // r, len(self.contenders)
         if done < k:
@@ -111,6 +117,7 @@ class Trial:
     def _finish(self, samples: list[list[float]]) -> None:
         self.medians = tuple(float(np.median(s)) for s in samples)
         self.pick = trial_verdict(self.contenders, samples)
+        self.runs.clear()  # the records hold the communicator's state, which holds this trial: no cycle left
 
 
 def rounds_for(seconds: Sequence[float]) -> int:

@@ -14,7 +14,7 @@ import pytest
 from mpi4py import MPI
 
 import swing_mpi
-from swing_mpi import api, choose, config, online, pipeline
+from swing_mpi import api, choose, config, native, online, pipeline
 from swing_mpi.request import Request
 from swing_mpi.state import comm_state
 from swing_mpi.tuning import DecisionTable, Tuning, save_tuning
@@ -54,16 +54,38 @@ def tried_comm(mpi_tmp_path, monkeypatch):
     comm.Free()
 
 
+class _Ran(list):
+    """The names a trial ran, in order; ``full``: those that took the full path (not the core's record)."""
+
+    full: list[str]
+
+
 def _fake_clock(monkeypatch, seconds):
     """Make every run advance the clock the trial reads by ``seconds[name]``; return the names run."""
-    ran: list[str] = []
+    ran = _Ran()
+    ran.full = []
     clock = [0.0]
     real = pipeline._run
+    real_record = pipeline._trial_run
 
     def run(st, name, *args):
         got = real(st, name, *args)
         clock[0] += seconds.get(name, 0.0)
+        ran.full.append(name)
         return got
+
+    def trial_run(trial, st, name, *args):  # a trial call through the compiled core's record: the same clock
+        record = real_record(trial, st, name, *args)
+        if record is None:
+            return None
+
+        def timed(sendbuf, recvbuf, op):
+            got = record(sendbuf, recvbuf, op)
+            if got is not False:
+                clock[0] += seconds.get(name, 0.0)
+            return got
+
+        return timed
 
     def tried(trial, st, name, *args):
         ran.append(name)
@@ -71,6 +93,7 @@ def _fake_clock(monkeypatch, seconds):
 
     real_tried = pipeline._tried
     monkeypatch.setattr(pipeline, "_run", run)
+    monkeypatch.setattr(pipeline, "_trial_run", trial_run)
     monkeypatch.setattr(pipeline, "_tried", tried)
     monkeypatch.setattr(pipeline, "perf_counter", lambda: clock[0])
     return ran
@@ -117,16 +140,41 @@ def test_the_trial_takes_turns_then_every_rank_keeps_the_fastest(tried_comm, mon
 
 
 @pytest.mark.mpi(min_size=2)
-def test_the_slowest_rank_decides_and_a_small_gain_keeps_the_pick(tried_comm, monkeypatch):
-    # native looks fastest on every rank but rank 0, where it is slowest: the maximum over ranks rules it out;
-    # recdoub is 2.5 % faster than ring: less than the switch margin, so ring stays without a second turn
-    ran = _fake_clock(monkeypatch, {"ring": 2.0e-3, "recdoub": 1.95e-3, "native": 9e-3 if R == 0 else 1e-3})
+@pytest.mark.skipif(native.load() is None, reason=f"no compiled core here: {native.why_not()}")
+@pytest.mark.parametrize("in_place", [True, False])
+def test_a_schedules_trial_calls_run_as_its_settled_calls(tried_comm, monkeypatch, in_place):
+    """Ours run through the compiled core's record (what a settled call runs), MPI's call as it is: timed alike."""
+    ran = _fake_clock(monkeypatch, {"ring": 3e-3, "recdoub": 1e-3, "native": 2e-3})
+    x = np.random.default_rng(R).random(N)
+    trial = _trial(tried_comm, x)
+    ref = np.empty_like(x)
+    WORLD.Allreduce(x, ref, MPI.SUM)
+    runs = {}
+    for _ in range(trial.calls):
+        runs.update(trial.runs)
+        y = x.copy() if in_place else np.empty_like(x)
+        swing_mpi.allreduce(tried_comm, MPI.IN_PLACE if in_place else x, y, MPI.SUM)
+        np.testing.assert_allclose(y, ref, rtol=1e-12 * max(P, 2))
+        assert _same_everywhere(WORLD, y.tobytes())
+    assert trial.pick == "recdoub" and len(ran) == trial.calls and not trial.runs  # emptied at the end
+    recorded = {name for (name, *_), run in runs.items() if run is not None}
+    assert "native" not in recorded and recorded, trial.runs  # in place, every one-lane schedule has a record
+    assert [a for a in ran.full if a != "native"] == [a for a in ran if a not in recorded and a != "native"]
+    assert ran.full.count("native") == ran.count("native") == trial.rounds
+
+
+@pytest.mark.mpi(min_size=2)
+def test_the_last_rank_to_come_times_a_call_and_a_small_gain_keeps_the_pick(tried_comm, monkeypatch):
+    # native: 2.5 ms on rank 0, the last to come, 9 ms on the others, which waited for it: the least over ranks,
+    # the call's own time, is rank 0's; recdoub is 2.5 % faster than ring: less than the switch margin, so ring
+    # stays without a second turn
+    ran = _fake_clock(monkeypatch, {"ring": 2.0e-3, "recdoub": 1.95e-3, "native": 2.5e-3 if R == 0 else 9e-3})
     x = np.arange(N, dtype=np.float64) * (R + 1)
     trial = _trial(tried_comm, x)
     for _ in range(trial.calls):
         _call(tried_comm, x)
     assert trial.pick == "ring" and _same_everywhere(WORLD, trial.medians)
-    assert trial.medians == pytest.approx((2.0e-3, 1.95e-3, 9e-3))
+    assert trial.medians == pytest.approx((2.0e-3, 1.95e-3, 2.5e-3))
     _call(tried_comm, x)
     assert len(ran) == 3 * trial.rounds  # nothing looked faster than ring: no second turn of it
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -73,6 +74,35 @@ def test_the_model_tries_the_fastest_of_the_other_form_where_close(alpha, dims, 
     assert explain(math.prod(dims), dims, nbytes, exact=False, tuning=t, collective="allgather").contenders == ()
 
 
+@pytest.mark.parametrize("dims", [(2,), (4,), (2, 2), (3, 4)])
+def test_the_built_in_threshold_tries_the_models_pick_against_mpi(dims, monkeypatch, request):
+    """Below the built-in native threshold (a guess about this MPI): MPI's call first, the model's pick tried."""
+    from swing_mpi import choose as chooser
+    from swing_mpi import tuning as tuning_mod
+    from swing_mpi.tuning import DEFAULT_TUNING, native_below
+
+    monkeypatch.setattr(tuning_mod, "NATIVE_BELOW_BY_MPI", {"mpich": 8192, "openmpi": 8192})
+    chooser.cache_clear()
+    request.addfinalizer(chooser.cache_clear)  # no decision made with this threshold outlives the test
+    p = math.prod(dims)
+    nb = native_below(DEFAULT_TUNING)
+    assert nb, "the built-in defaults hand small vectors to MPI"  # 8192 under MPI, the defaults' own without
+    d = explain(p, dims, nb // 2, exact=False, tuning=DEFAULT_TUNING)
+    assert d.algorithm == "native" and d.why == "rule"
+    model = explain(p, dims, nb // 2, exact=False, tuning=dataclasses.replace(DEFAULT_TUNING, native_below_bytes=None))
+    assert model.why == "model"
+    mine = dict((e.algorithm, e.seconds) for e in model.estimates)[model.algorithm]
+    assert d.contenders == (("native", mine), (model.algorithm, mine))
+    assert explain(p, dims, nb, exact=False, tuning=DEFAULT_TUNING).why == "model"  # at the threshold: the model
+    # a threshold a tuning file measured, one rank (a copy), another collective: MPI's call, untried
+    measured = dataclasses.replace(DEFAULT_TUNING, native_below_bytes=nb, source="a file")
+    assert explain(p, dims, nb // 2, exact=False, tuning=measured).why == "rule"
+    assert explain(p, dims, nb // 2, exact=False, tuning=measured).contenders == ()
+    assert explain(1, (1,), nb // 2, exact=False, tuning=DEFAULT_TUNING).contenders == ()
+    assert explain(p, dims, nb // 2, exact=False, tuning=DEFAULT_TUNING, collective="allgather").contenders == ()
+    assert explain(p, dims, nb // 2, exact=False, native_ok=False, tuning=DEFAULT_TUNING).why == "model"
+
+
 def test_rounds_follow_the_measured_times_within_bounds():
     assert online.rounds_for([1.0, 1.0]) == online.MIN_ROUNDS
     assert online.rounds_for([1e-6, 1e-6]) == online.MAX_ROUNDS
@@ -97,8 +127,8 @@ def test_far_candidates_cost_no_trial():
     assert explain(4, (2, 2), 1 << 20, exact=False, tuning=t).tried == ()
 
 
-class _MaxWithTurns:
-    """A stand-in communicator: each turn's Allreduce(MAX) with another rank's times for that turn."""
+class _OtherRank:
+    """A stand-in communicator: each turn's Allreduce(MIN) with another rank's times for that turn."""
 
     def __init__(self, other: list[float], rounds: int) -> None:
         self.other = np.array(other)
@@ -106,24 +136,32 @@ class _MaxWithTurns:
         self.calls = 0
 
     def Allreduce(self, sendbuf, recvbuf, op):  # noqa: N802 (mpi4py's name)
+        from mpi4py import MPI
+
+        assert op == MPI.MIN, "a turn's times agree on the least over ranks: the last rank to arrive's"
         r = self.rounds
-        np.maximum(recvbuf, self.other[self.calls * r:(self.calls + 1) * r], out=recvbuf)
+        np.minimum(recvbuf, self.other[self.calls * r:(self.calls + 1) * r], out=recvbuf)
         self.calls += 1
 
 
-def test_turns_the_pick_first_and_again_when_a_contender_looks_faster_and_the_maximum_over_ranks():
+ALONE = [np.inf] * 40
+"""The other rank's times where only this one's count."""
+
+
+def test_turns_the_pick_first_and_again_when_a_contender_looks_faster_and_the_least_over_ranks():
+    """A call's time is the least over ranks: the rank that came last did not wait for the others to arrive."""
     trial = online.Trial(("a", "b", "c"), rounds=10)
     assert trial.turns == ("a", "b", "c") and trial.counted == 5 and trial.calls == 40
-    other = [0.0] * 20 + [9.0] * 10 + [0.0] * 10  # the other rank finds c slow
-    comm = _MaxWithTurns(other, 10)
+    other = [9.0] * 20 + [0.25] * 10 + [9.0] * 10  # the other rank, waiting for this one, except in c's turn
+    comm = _OtherRank(other, 10)
     ran = _feed(trial, lambda a, i: {"a": 2.0, "b": 1.5, "c": 0.5}[a], comm)
     assert ran == ["a"] * 10 + ["b"] * 10 + ["c"] * 10 + ["a"] * 10 and comm.calls == 4  # one agreement a turn
-    assert trial.medians == (2.0, 1.5, 9.0) and trial.pick == "b" and trial.algorithm == "b"
+    assert trial.medians == (2.0, 1.5, 0.25) and trial.pick == "c" and trial.algorithm == "c"
 
 
 def test_the_trial_stops_as_soon_as_no_contender_looks_faster():
     trial = online.Trial(("a", "b", "c"), rounds=10)
-    comm = _MaxWithTurns([0.0] * 40, 10)
+    comm = _OtherRank(ALONE, 10)
     ran = _feed(trial, lambda a, i: {"a": 1.0, "b": 1.2, "c": 1.0 / (1 - SWITCH_MARGIN / 2)}[a], comm)
     assert ran == ["a"] * 10 + ["b"] * 10 + ["c"] * 10 and comm.calls == 3  # no second turn of the pick
     assert trial.pick == "a" and trial.medians[0] == 1.0
@@ -135,13 +173,13 @@ def test_only_the_later_half_of_a_turn_and_the_picks_second_turn_count():
     # then 2; a's second turn 1
     times = ([50.0, 9.0, 5.0, 4.0, 3.0, 3.0, 3.0, 3.0, 3.0, 3.0] + [0.1] * 5 + [2.0] * 5
              + [1.4, 1.3, 1.2, 1.1, 1.1] + [1.0] * 5)
-    _feed(trial, lambda a, i: times[i], _MaxWithTurns([0.0] * 30, 10))
+    _feed(trial, lambda a, i: times[i], _OtherRank(ALONE, 10))
     assert trial.medians == (1.0, 2.0) and trial.pick == "a"
 
 
 def test_a_gain_within_the_margin_keeps_the_pick():
     trial = online.Trial(("a", "b"), rounds=10)
-    ran = _feed(trial, lambda a, i: {"a": 1.0, "b": 1.0 - SWITCH_MARGIN / 2}[a], _MaxWithTurns([0.0] * 30, 10))
+    ran = _feed(trial, lambda a, i: {"a": 1.0, "b": 1.0 - SWITCH_MARGIN / 2}[a], _OtherRank(ALONE, 10))
     assert trial.pick == "a" and len(ran) == 20
 
 
