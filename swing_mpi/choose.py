@@ -24,6 +24,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
+from statistics import median  # not numpy's: its first call in a process costs 14 ms (a trial's verdict)
 from typing import Any
 
 import numpy as np
@@ -498,7 +499,7 @@ def clearly_faster(a: Sequence[float], b: Sequence[float]) -> bool:
     :data:`SWITCH_Z` level (normal approximation of U, ties counted half): calls on
     a busy machine spread, and a few medians can put either side ahead.
     """
-    ma, mb = float(np.median(a)), float(np.median(b))
+    ma, mb = float(median(a)), float(median(b))
     if not ma < (1.0 - SWITCH_MARGIN) * mb:
         return False
     x, y = np.asarray(a, np.float64), np.asarray(b, np.float64)
@@ -513,6 +514,6 @@ def trial_verdict(contenders: Sequence[str], samples: Sequence[Sequence[float]])
 
     ``samples[i]`` are the counted calls of ``contenders[i]``; ``contenders[0]`` is the table's pick.
     """
-    medians = [float(np.median(s)) for s in samples]
+    medians = [float(median(s)) for s in samples]
     best = min(range(len(contenders)), key=lambda i: (medians[i], i))
     return contenders[best] if best and clearly_faster(samples[best], samples[0]) else contenders[0]
