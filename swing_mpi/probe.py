@@ -281,6 +281,14 @@ def _trace_summary(events: list[tuple[float, int, int, int, int]]) -> dict[str, 
             "trace_hidden": 1.0 - after / total if total > 0 else 0.0}
 
 
+def _conditions() -> dict[str, Any]:
+    """Return the machine's state when a probe ran: load average, cores, the wait policy set, the time (UTC)."""
+    load = os.getloadavg() if hasattr(os, "getloadavg") else None
+    return {"loadavg": list(load) if load else None, "cpus": os.cpu_count(),
+            "wait_policy": rc.wait or "the machine's rule",
+            "measured": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+
+
 def overlap(comm: Any, *, nbytes: int = 16 << 20, segment: int = 1 << 20, threads: tuple[int, ...] = (1, 2),
             calls: int = 5) -> dict[str, Any]:
     """Measure only how much of a large step's reduction hides behind its transfer (``--overlap-only``).
@@ -301,11 +309,8 @@ def overlap(comm: Any, *, nbytes: int = 16 << 20, segment: int = 1 << 20, thread
     if not threads or min(threads) < 1:
         raise ValueError(f"--threads must be counts of at least 1, not {threads}")
     steps = [_overlap(comm, nbytes, segment, k, calls) for k in threads]
-    load = os.getloadavg() if hasattr(os, "getloadavg") else None
     return {"overlap_steps": steps, "engine": "c", "segment_bytes": segment, "gamma_bytes": nbytes,
-            "info": {"loadavg": list(load) if load else None, "cpus": os.cpu_count(),
-                     "wait_policy": rc.wait or "the machine's rule",
-                     "measured": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "info": {**_conditions(),
                      "how": "per thread count: wire = one bare Sendrecv of the step's bytes; reduce = the engine's "
                             "kernel over them, both ranks at once; serial = the step with 1 thread and no segments; "
                             "overlapped = the step in segments, each reduced as it arrives on that many threads; "
@@ -354,7 +359,6 @@ def probe(comm: Any, *, steps: int = 64, lanes: int = 4, repeats: int = 7, calls
     own = node_info(comm)[1]
     overlap = _overlap(comm, gamma_bytes, segment, own, 5) if engine == "c" else None
     overlap2 = _overlap(comm, gamma_bytes, segment, 2, 5) if engine == "c" and own != 2 else None
-    load = os.getloadavg() if hasattr(os, "getloadavg") else None
     return {
         "alpha_s": med(alpha), "alpha_1lane_s": med(alpha1), "alpha_lane_s": med(lane),
         "gamma_s_per_byte": ours_alone,
@@ -370,9 +374,7 @@ def probe(comm: Any, *, steps: int = 64, lanes: int = 4, repeats: int = 7, calls
                         "step_s": step4, "reductions": reds},
             "overlap_step": overlap, "overlap_step_2_threads": overlap2,
             "steps": steps, "calls_per_repeat": calls, "gamma_bytes": gamma_bytes,
-            "loadavg": list(load) if load else None, "cpus": cpus,
-            "wait_policy": rc.wait or "yield",
-            "measured": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            **_conditions(),
             "how": "alpha_1lane_s: (median call of a 1-lane schedule of `steps` one-element REDUCE steps - the "
                    "same with 1 step) / (steps-1), through executor.Plan, 2 ranks; step_s: the same with `lanes` "
                    "lanes, a whole step; alpha_s = step_s / lanes; alpha_lane_s: what each further lane adds to a "
