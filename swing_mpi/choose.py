@@ -303,18 +303,19 @@ def _auto(p: int, dims: tuple[int, ...], nbytes: int, exact: bool, commutative: 
     rule = Estimate(NATIVE, None, "rule", "no measured table for this call: the model hands "
                     + ("no vector" if nb is None else f"vectors below {nb} B") + " to MPI (native_below_bytes)"
                     + (", and one rank's (a copy)" if p == 1 else ""))
-    if native_ok and (nb is not None and nbytes < nb or p == 1) or not ours:
+    to_mpi = native_ok and (nb is not None and nbytes < nb or p == 1) or not ours
+    if to_mpi:
         if not native_ok:
             raise ValueError(f"no algorithm can run this {collective} on dims {'x'.join(map(str, dims))}")
         if p == 1 or not ours or tuning is not DEFAULT_TUNING or collective != "allreduce":
             return Decision(NATIVE, "rule", (rule,))
+    best, est = _model(ours, dims, nbytes, exact, tuning, collective)
+    if to_mpi:
         # the built-in threshold is a guess about an MPI library measured elsewhere: MPI's call first, the
         # model's pick tried against it on the launch's first calls (kept only where clearly faster)
-        best, est = _model(ours, dims, nbytes, exact, tuning, collective)
         mine = next((e.seconds for e in est if e.algorithm == best), None)
         tried = () if mine is None else ((NATIVE, mine), (best, mine))
         return Decision(NATIVE, "rule", tuple(est) + (rule,), tried)
-    best, est = _model(ours, dims, nbytes, exact, tuning, collective)
     tried = _model_tried(best, est) if collective == "allreduce" else ()
     return Decision(best, "model", tuple(est) + ((rule,) if native_ok else ()), tried)
 

@@ -235,7 +235,7 @@ def _tried(trial: online.Trial, st: CommState, name: str, dims_t: tuple[int, ...
 def _trial_run(trial: online.Trial, st: CommState, name: str, dims_t: tuple[int, ...], a: Args, op: MPI.Op,
                sendbuf: Any, recvbuf: Any) -> Any:
     """Return (make once per trial) the compiled core's record that runs ``name`` on such arrays; None: none."""
-    in_place = sendbuf is None or sendbuf is MPI.IN_PLACE
+    in_place = is_in_place(sendbuf)
     if name == NATIVE or not a.count or type(recvbuf) is not np.ndarray or not (
             in_place or type(sendbuf) is np.ndarray):
         return None

@@ -467,9 +467,7 @@ def run(args: argparse.Namespace) -> int:
             return 2
     if rank != 0:
         return 0
-    given = sys.argv[1:]
-    data.setdefault("info", {})["command"] = " ".join(["swing-mpi", *([] if given[:1] == ["probe"] else ["probe"]),
-                                                      *given])
+    data.setdefault("info", {})["command"] = _command()
     print(f"alpha (per lane and step)  {data['alpha_s'] * 1e6:9.2f} us")
     if data.get("alpha_1lane_s") is not None:
         print(f"  a step of 1 lane alone   {data['alpha_1lane_s'] * 1e6:9.2f} us")
@@ -492,12 +490,21 @@ def run(args: argparse.Namespace) -> int:
     for ov in (info.get("overlap_step"), info.get("overlap_step_2_threads")):
         if ov:
             _print_overlap(ov)
-    if args.dry_run:
-        return 0
+    if not args.dry_run:
+        _write(out, data)
+    return 0
+
+
+def _command() -> str:
+    """Return the command line that ran the probe, as ``swing-mpi probe ...`` however it was started."""
+    given = sys.argv[1:]
+    return " ".join(["swing-mpi", *([] if given[:1] == ["probe"] else ["probe"]), *given])
+
+
+def _write(out: Path, data: dict[str, Any]) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
     print(f"wrote {out}")
-    return 0
 
 
 def _print_overlap(ov: dict[str, Any]) -> None:
@@ -533,13 +540,11 @@ def _run_overlap(args: argparse.Namespace, nbytes: int) -> int:
         return 2
     if comm.Get_rank() != 0:
         return 0
-    data["info"]["command"] = " ".join(["swing-mpi", "probe", *[a for a in sys.argv[1:] if a != "probe"]])
+    data["info"]["command"] = _command()
     for ov in data["overlap_steps"]:
         _print_overlap(ov)
     if args.out and not args.dry_run:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
-        print(f"wrote {args.out}")
+        _write(Path(args.out), data)
     return 0
 
 
