@@ -103,9 +103,16 @@ static int kernel_size(int kernel)
     return type < T_NTYPES ? sizes[type] : 0;
 }
 
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
 /* ---------------------------------------------------------------- the reduction pool */
-/* Two kinds of work: a synchronous generation (kernel_threads: the caller splits a reduction, runs a part
- * itself and waits for the others) and an asynchronous queue (an engine hands a large reduction to the
+/* Two kinds of work: a synchronous generation (kernel_threads: the caller and the workers claim a reduction's
+ * chunks, the caller returns when every chunk is done) and an asynchronous queue (an engine hands a large reduction to the
  * workers and goes on progressing MPI; each job decrements its lane-step's busy counter when done). */
 typedef struct { int kernel; char *d; const char *a, *b; Py_ssize_t n; } job_t;
 struct Engine;
@@ -115,16 +122,37 @@ static void trace_job(struct Engine *e, int kind, int step, int lane, Py_ssize_t
 
 static struct {
     pthread_mutex_t mu;
-    pthread_cond_t go, done;
+    pthread_cond_t go;
     pthread_t th[MAXT];
-    job_t jobs[MAXT];
     int started;      /* worker threads running */
     long gen;         /* job generation */
     int active;       /* workers taking part in this generation */
-    int left;         /* of them, not finished */
     ajob_t q[QCAP];   /* the asynchronous queue */
     long qh, qt;      /* head (next to take) and tail */
-} pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER};
+    /* the synchronous generation: its chunks are claimed from `next` by the caller and the workers */
+    job_t whole;      /* the kernel over all n elements */
+    Py_ssize_t chunk; /* elements per chunk */
+    long nchunks;
+    long next;        /* (atomic) the next chunk to claim */
+    int open;         /* workers may still enter the generation */
+    int inside;       /* (atomic) workers inside it */
+} pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER};
+
+#define SYNC_CHUNK_BYTES (128 << 10)
+#define WORKER_SPIN_S 50e-6
+
+/* claim and run the generation's chunks until none is left */
+static void claim_chunks(job_t w, Py_ssize_t chunk, long nchunks)
+{
+    int esz = kernel_size(w.kernel);
+    for (;;) {
+        long c = __atomic_fetch_add(&pool.next, 1, __ATOMIC_ACQ_REL);
+        if (c >= nchunks)
+            return;
+        Py_ssize_t lo = (Py_ssize_t)c * chunk, m = w.n - lo < chunk ? w.n - lo : chunk;
+        kernel_run(w.kernel, w.d + lo * esz, w.a + lo * esz, w.b + lo * esz, m);
+    }
+}
 
 static void run_ajob(ajob_t *j)
 {
@@ -142,22 +170,36 @@ static void *pool_worker(void *arg)
     long seen = 0;
     pthread_mutex_lock(&pool.mu);
     for (;;) {
-        while (pool.gen == seen && pool.qh == pool.qt)
-            pthread_cond_wait(&pool.go, &pool.mu);
+        if (pool.gen == seen && pool.qh == pool.qt) {
+            /* spin a while first: the next reduction (a segment's, a loop's) often follows at once, and a
+             * sleeping worker takes tens of microseconds to wake */
+            pthread_mutex_unlock(&pool.mu);
+            double until = now_s() + WORKER_SPIN_S;
+            for (long i = 1; __atomic_load_n(&pool.gen, __ATOMIC_ACQUIRE) == seen &&
+                             __atomic_load_n(&pool.qt, __ATOMIC_ACQUIRE) == __atomic_load_n(&pool.qh, __ATOMIC_ACQUIRE);
+                 i++)
+                if (!(i & 255) && now_s() > until)
+                    break;
+            pthread_mutex_lock(&pool.mu);
+            while (pool.gen == seen && pool.qh == pool.qt)
+                pthread_cond_wait(&pool.go, &pool.mu);
+        }
         if (pool.gen != seen) {
             seen = pool.gen;
-            if (id >= pool.active)
-                continue;
-            job_t j = pool.jobs[id];
+            if (!pool.open || id >= pool.active)
+                continue;  /* woken too late (the caller ran every chunk), or not asked */
+            job_t w = pool.whole;
+            Py_ssize_t chunk = pool.chunk;
+            long nchunks = pool.nchunks;
+            __atomic_add_fetch(&pool.inside, 1, __ATOMIC_RELAXED);
             pthread_mutex_unlock(&pool.mu);
-            kernel_run(j.kernel, j.d, j.a, j.b, j.n);
+            claim_chunks(w, chunk, nchunks);
+            __atomic_sub_fetch(&pool.inside, 1, __ATOMIC_RELEASE);
             pthread_mutex_lock(&pool.mu);
-            if (--pool.left == 0)
-                pthread_cond_signal(&pool.done);
             continue;
         }
         ajob_t j = pool.q[pool.qh % QCAP];
-        pool.qh++;
+        __atomic_add_fetch(&pool.qh, 1, __ATOMIC_RELEASE);
         pthread_mutex_unlock(&pool.mu);
         run_ajob(&j);
         pthread_mutex_lock(&pool.mu);
@@ -189,7 +231,7 @@ static int pool_help(void)
         return 0;
     }
     ajob_t j = pool.q[pool.qh % QCAP];
-    pool.qh++;
+    __atomic_add_fetch(&pool.qh, 1, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&pool.mu);
     run_ajob(&j);
     return 1;
@@ -217,7 +259,7 @@ static int pool_submit(int kernel, char *d, const char *a, const char *b, Py_ssi
         Py_ssize_t lo = at, hi = at + per < n ? at + per : n;
         ajob_t j = {{kernel, d + lo * esz, a + lo * esz, b + lo * esz, hi > lo ? hi - lo : 0}, busy, e, step, lane};
         pool.q[pool.qt % QCAP] = j;
-        pool.qt++;
+        __atomic_add_fetch(&pool.qt, 1, __ATOMIC_RELEASE);
         at = hi;
     }
     pthread_cond_broadcast(&pool.go);
@@ -225,7 +267,10 @@ static int pool_submit(int kernel, char *d, const char *a, const char *b, Py_ssi
     return 0;
 }
 
-/* the kernel over n elements, on up to `threads` threads (this one included) in parts of >= min_bytes */
+/* the kernel over n elements, on up to `threads` threads (this one included) when it is at least 2 x min_bytes.
+ * The work is cut in chunks that this thread and the woken workers claim one at a time: this thread starts at
+ * once and a worker that wakes late takes fewer (none if it wakes after the last), so two threads never cost
+ * a worker's wake-up more than one. Each element is combined once, by one thread: the bits never change. */
 static void kernel_threads(int kernel, char *d, const char *a, const char *b, Py_ssize_t n, int threads,
                            Py_ssize_t min_bytes)
 {
@@ -238,27 +283,29 @@ static void kernel_threads(int kernel, char *d, const char *a, const char *b, Py
         kernel_run(kernel, d, a, b, n);
         return;
     }
+    Py_ssize_t chunk = SYNC_CHUNK_BYTES / esz;
+    long nchunks = (long)((n + chunk - 1) / chunk);
+    job_t w = {kernel, d, a, b, n};
     pthread_mutex_lock(&pool.mu);
     int workers = pool_grow(parts - 1);
     if (workers < parts - 1)
         parts = workers + 1;
-    Py_ssize_t per = (n + parts - 1) / parts, at = per;
-    for (int t = 0; t < parts - 1; t++) {
-        Py_ssize_t lo = at, hi = at + per < n ? at + per : n;
-        job_t j = {kernel, d + lo * esz, a + lo * esz, b + lo * esz, hi > lo ? hi - lo : 0};
-        pool.jobs[t] = j;
-        at = hi;
-    }
+    pool.whole = w;
+    pool.chunk = chunk;
+    pool.nchunks = nchunks;
+    __atomic_store_n(&pool.next, 0, __ATOMIC_RELAXED);
+    pool.open = 1;
     pool.active = parts - 1;
-    pool.left = parts - 1;
-    pool.gen++;
+    __atomic_add_fetch(&pool.gen, 1, __ATOMIC_RELEASE);
     pthread_cond_broadcast(&pool.go);
     pthread_mutex_unlock(&pool.mu);
-    kernel_run(kernel, d, a, b, per < n ? per : n);
+    claim_chunks(w, chunk, nchunks);
     pthread_mutex_lock(&pool.mu);
-    while (pool.left > 0)
-        pthread_cond_wait(&pool.done, &pool.mu);
+    pool.open = 0;  /* no worker enters now; those inside hold a chunk at most */
     pthread_mutex_unlock(&pool.mu);
+    for (long spins = 0; __atomic_load_n(&pool.inside, __ATOMIC_ACQUIRE) > 0; spins++)
+        if (spins > 256)
+            sched_yield();
 }
 
 /* ---------------------------------------------------------------- the engine object */
@@ -308,13 +355,6 @@ typedef struct Engine {
 } Engine;
 
 static PyObject *CoreError;
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* trace kinds: 0 a step posted (value: its messages), 1 a message complete (value: its bytes),
  * 2 a reduction starts (value: bytes), 3 it ends, 4 the operation is complete */

@@ -40,7 +40,7 @@ def _values(dtype, n: int, seed: int) -> np.ndarray:
 def test_kernels_match_numpy(op, dtype, threads):
     kernel = kernel_for(op, np.dtype(dtype), True)
     assert kernel is not None and kernel >= 0
-    for n in (0, 1, 7, 100_003):
+    for n in (0, 1, 7, 100_003, 300_007):  # the last: several 128 KiB chunks for every type, the last one short
         a, b = _values(dtype, n, 1), _values(dtype, n, 2)
         with np.errstate(all="ignore"):
             want = UFUNCS[op](a, b)
@@ -50,6 +50,30 @@ def test_kernels_match_numpy(op, dtype, threads):
         inplace = b.copy()
         core.reduce(kernel, inplace, a, inplace, threads, 64)
         assert inplace.tobytes() == want.tobytes()
+
+
+def test_back_to_back_threaded_reductions_touch_only_their_own_call():
+    """Back-to-back threaded calls each run their own chunks, and none after they return.
+
+    A worker still spinning from one call, or waking late into the next, must run only that call's
+    chunks. Each call's operands are zeroed once it returns and every result is checked again at the
+    end: a chunk run late would write zeros.
+    """
+    kernel = kernel_for("SUM", np.dtype(np.int64), True)
+    rng = np.random.default_rng(5)
+    kept = []
+    for i in range(400):
+        n = int(rng.integers(1, 400_000)) if i % 3 else 17
+        a = rng.integers(1, 1000, n)
+        b = rng.integers(1, 1000, n)
+        want = a + b
+        got = np.zeros_like(a)
+        core.reduce(kernel, got, a, b, 1 + i % 4, 64)
+        assert np.array_equal(got, want), (i, n)
+        a[:] = 0
+        b[:] = 0
+        kept.append((got, want))
+    assert all(np.array_equal(got, want) for got, want in kept)
 
 
 def test_cases_without_a_loop_are_refused_or_left_to_mpi():
