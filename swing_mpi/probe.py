@@ -138,16 +138,21 @@ def _sendrecv_call(comm: Any, steps: int) -> Any:
     return call
 
 
-def _reduce_fn(kind: str, count: int, threads: int) -> Any:
-    """Return a float64 SUM of ``count`` elements into a buffer: ``ours`` (the engine's kernel) or ``numpy``."""
+def _reduce_fn(kind: str, count: int, threads: int, arrays: Any = None) -> Any:
+    """Return a float64 SUM of ``count`` elements into a buffer: ``ours`` (the engine's kernel) or ``numpy``.
+
+    ``arrays``: the operands ``(a, b)`` (``b`` takes the sum), shared by functions compared side by side
+    so that each finds the caches as the other left them; new ones where None.
+    """
     import numpy as np
 
     from . import native
     from .program import kernel_for
 
-    rng = np.random.default_rng(11)
-    a = rng.uniform(0.5, 1.5, count)
-    b = rng.uniform(0.5, 1.5, count)
+    if arrays is None:
+        rng = np.random.default_rng(11)
+        arrays = (rng.uniform(0.5, 1.5, count), rng.uniform(0.5, 1.5, count))
+    a, b = arrays
     core = native.load()
     if kind == "numpy":
         return lambda: np.add(a, b, out=b)
@@ -177,12 +182,30 @@ def _per_byte(fn: Any, nbytes: int, calls: int) -> float:
 
 def _alone(comm: Any, fn: Any, nbytes: int, calls: int) -> float:
     """Seconds per byte of ``fn`` on rank 0 while rank 1 sleeps (not spinning in MPI: its core stays free)."""
+    return _alone_side_by_side(comm, [fn], nbytes, calls)[0]
+
+
+def _alone_side_by_side(comm: Any, fns: list[Any], nbytes: int, calls: int) -> list[float]:
+    """Seconds per byte of each of ``fns`` on rank 0 while rank 1 sleeps, their calls taken in turn.
+
+    Alternating the calls puts every function under the same conditions (this VM's memory bandwidth
+    moves with its neighbours from one second to the next), so their ratios are side by side.
+    """
     comm.Barrier()
-    t = _per_byte(fn, nbytes, calls) if comm.Get_rank() == 0 else 0.0
+    times: list[list[float]] = [[] for _ in fns]
+    if comm.Get_rank() == 0:
+        for fn in fns:
+            fn()
+        for _ in range(calls):
+            for fn, ts in zip(fns, times):
+                t0 = time.perf_counter()
+                fn()
+                ts.append(time.perf_counter() - t0)
     req = comm.Ibarrier()
     while not req.Test():
         time.sleep(1e-3)
-    return float(comm.bcast(t, root=0))
+    got = [statistics.median(ts) / nbytes if ts else 0.0 for ts in times]
+    return [float(t) for t in comm.bcast(got, root=0)]
 
 
 def _reductions(comm: Any, nbytes: int, thread_counts: list[int], calls: int = 7) -> dict[str, Any]:
@@ -197,7 +220,13 @@ def _reductions(comm: Any, nbytes: int, thread_counts: list[int], calls: int = 7
         comm.Barrier()
         both = _per_byte(fn, count * 8, calls)
         out[kind] = (alone, float(comm.allreduce(both, op=MPI.MAX)))
-    out["threads"] = {str(k): _alone(comm, _reduce_fn("ours", count, k), count * 8, calls) for k in thread_counts}
+    import numpy as np
+
+    rng = np.random.default_rng(11)
+    shared = (rng.uniform(0.5, 1.5, count), rng.uniform(0.5, 1.5, count))
+    per_k = _alone_side_by_side(comm, [_reduce_fn("ours", count, k, shared) for k in thread_counts], count * 8,
+                                2 * calls + 1)
+    out["threads"] = {str(k): t for k, t in zip(thread_counts, per_k)}
     return out
 
 
@@ -381,7 +410,8 @@ def probe(comm: Any, *, steps: int = 64, lanes: int = 4, repeats: int = 7, calls
                    "step; mpi_step_s: the same with bare Sendrecv; gamma_s_per_byte: the engine's float64 SUM "
                    "kernel (the compiled core's, 1 thread) on rank 0 alone; c_gamma_s_per_byte: numpy add on rank "
                    "0 alone (the same conditions); *_pair_*: both ranks at once; gamma_threads_s_per_byte: ours "
-                   "with k threads, rank 0 alone; overlap: 1 step of gamma_bytes in segments of segment_bytes, "
+                   "with k threads, rank 0 alone, the thread counts' calls in turn; overlap: 1 step of gamma_bytes "
+                   "in segments of segment_bytes, "
                    "each reduced as it arrives with the node's threads per rank (overlap_step_2_threads: with 2), "
                    "(wire + reduce - step) / reduce, clipped to 0..1; each a median",
         },
