@@ -85,12 +85,15 @@ def mpi_include_dir(lib: str | None) -> str | None:
 
 CFLAGS = ("-O3", "-fPIC", "-shared", "-fno-fast-math", "-ffp-contract=off", "-std=gnu99")
 """How the core is compiled (part of the build's name): no fast math, no contraction into fused multiply-adds."""
+TUNE_FLAGS = ("-falign-loops=64",)
+"""Tried first, left out where the compiler refuses them: the reduction loops start on a cache line (where the
+layout of the rest of the file put them otherwise, one thread's float64 SUM ran 7 % slower, 1-4 MiB)."""
 
 
 def _key(lib: str) -> str:
     with open(SOURCE, "rb") as f:
         src = f.read()
-    what = src + os.path.realpath(lib).encode() + sys.version.encode() + " ".join(CFLAGS).encode()
+    what = src + os.path.realpath(lib).encode() + sys.version.encode() + " ".join(CFLAGS + TUNE_FLAGS).encode()
     h = hashlib.sha256(what).hexdigest()[:16]
     return f"{_mpi_family()}-{h}"
 
@@ -141,11 +144,14 @@ def build(*, quiet: bool = True) -> str:
         if os.path.exists(path):
             return path
         tmp = f"{path}.{os.getpid()}.tmp"
-        cmd = [*cc_words, *CFLAGS,
-               f"-I{sysconfig.get_paths()['include']}", f"-I{inc}", SOURCE, "-o", tmp,
-               f"-L{os.path.dirname(lib)}", f"-l:{os.path.basename(lib)}", f"-Wl,-rpath,{os.path.dirname(lib)}",
-               "-lpthread"]
-        r = subprocess.run(cmd, capture_output=True, text=True)
+        for tune in (TUNE_FLAGS, ()):
+            cmd = [*cc_words, *CFLAGS, *tune,
+                   f"-I{sysconfig.get_paths()['include']}", f"-I{inc}", SOURCE, "-o", tmp,
+                   f"-L{os.path.dirname(lib)}", f"-l:{os.path.basename(lib)}", f"-Wl,-rpath,{os.path.dirname(lib)}",
+                   "-lpthread"]
+            r = subprocess.run(cmd, capture_output=True, text=True)
+            if r.returncode == 0:
+                break
         if r.returncode != 0:
             raise RuntimeError(f"compiling the core failed ({' '.join(cmd)}):\n{r.stderr.strip()}")
         if not quiet and r.stderr.strip():

@@ -81,3 +81,29 @@ def test_cases_without_a_loop_are_refused_or_left_to_mpi():
     assert kernel_for("PROD", np.dtype(np.complex128), False) == -1  # MPI_Reduce_local, as the Python engine
     with pytest.raises(ValueError):
         core.reduce(kernel_for("SUM", np.dtype(np.float64), True), np.empty(3), np.empty(4), np.empty(3), 1, 0)
+
+
+def test_a_compiler_that_refuses_the_tuning_flags_still_builds_the_core(tmp_path, monkeypatch):
+    """The tuning flags are tried first and left out where the compiler refuses them; any other refusal is an error."""
+    log = tmp_path / "calls.txt"
+    picky = tmp_path / "picky-cc"
+    picky.write_text("#!/bin/sh\n"
+                     f"echo \"$*\" >> {log}\n"
+                     "for a in \"$@\"; do case \"$a\" in -falign-loops*) echo 'unknown flag' >&2; exit 1;; esac; done\n"
+                     "exec cc \"$@\"\n")
+    picky.chmod(0o755)
+    monkeypatch.setattr(native, "build_dir", lambda: str(tmp_path))
+    monkeypatch.setenv("CC", str(picky))
+    path = native.build()
+    assert path.startswith(str(tmp_path)) and (tmp_path / path.rsplit("/", 1)[1]).exists()
+    calls = log.read_text().splitlines()
+    assert len(calls) == 2 and "-falign-loops=64" in calls[0] and "-falign-loops" not in calls[1]
+
+    refuser = tmp_path / "no-cc"
+    refuser.write_text("#!/bin/sh\necho 'cannot compile anything' >&2\nexit 1\n")
+    refuser.chmod(0o755)
+    monkeypatch.setattr(native, "build_dir", lambda: str(tmp_path / "other"))
+    (tmp_path / "other").mkdir()
+    monkeypatch.setenv("CC", str(refuser))
+    with pytest.raises(RuntimeError, match="cannot compile anything"):
+        native.build()
