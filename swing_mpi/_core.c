@@ -7,8 +7,10 @@
  *               lane, npre, nmsg, napply, pre..., msg..., apply...
  *   pre      := dst_base, dst_off, src_base, src_off, nbytes                 (a copy before posting)
  *   msg      := kind (0 recv, 1 send), base, off, count, type, peer          (type 0: the element type)
- *   apply    := kind (0 copy, 1 reduce, 2 first), dst_base, dst_off, a_base, a_off, b_base, b_off,
+ *   apply    := kind (0 copy, 1 reduce, 2 first, 3 copy back), dst_base, dst_off, a_base, a_off, b_base, b_off,
  *               nbytes, peer_first, ndeps, dep...                            (deps: msg indices in the lane-step)
+ *               (copy back: a copy that may run before the applies ahead of it, once its messages are complete
+ *               and the apply at index b_off of its lane-step, the reduction of the chunk it copies, is done)
  *
  * Bases: 0 the work vector, 1 the input, 2 the output, 3 the plan's scratch, passed per call.
  * Every lane's messages of a step are posted at once; an apply runs as soon as the messages it
@@ -343,6 +345,10 @@ typedef struct Engine {
     Py_ssize_t *ls_apply;   /* offset of the next apply record */
     int nls, lscap;
     int applies_left;
+    int *ls_ap0;            /* index of each lane-step's first apply among the step's */
+    int *ls_queued;         /* the apply each lane-step queued last (-1: none); only it may still be running */
+    char *ls_early;         /* whether each lane-step has copy-back applies */
+    char *ap_done;          /* per apply of the step: a copy back already run ahead of its turn */
     int *ls_busy;           /* queued reduction jobs of each lane-step not finished (atomic) */
     int held_back;          /* an apply waits for a queued reduction (so no message completion may follow) */
     /* a trace of the last operation (trace(capacity) turns it on): t, kind, step, lane, value */
@@ -357,7 +363,8 @@ typedef struct Engine {
 static PyObject *CoreError;
 
 /* trace kinds: 0 a step posted (value: its messages), 1 a message complete (value: its bytes),
- * 2 a reduction starts (value: bytes), 3 it ends, 4 the operation is complete */
+ * 2 a reduction starts (value: bytes), 3 it ends, 4 the operation is complete, 5 a copy back runs ahead of
+ * its turn (value: bytes) */
 static void trace_event(Engine *e, int kind, int step, int lane, long long value)
 {
     if (!e->tr_cap)
@@ -415,6 +422,10 @@ static void Engine_dealloc(Engine *e)
     PyMem_Free(e->ls_msg0);
     PyMem_Free(e->ls_next);
     PyMem_Free(e->ls_apply);
+    PyMem_Free(e->ls_ap0);
+    PyMem_Free(e->ls_queued);
+    PyMem_Free(e->ls_early);
+    PyMem_Free(e->ap_done);
     Py_TYPE(e)->tp_free((PyObject *)e);
 }
 
@@ -456,21 +467,24 @@ static int Engine_init(Engine *e, PyObject *args, PyObject *kw)
     Py_ssize_t at = 0;
     e->nsteps = p[at++];
     e->step_at = PyMem_Malloc(sizeof(Py_ssize_t) * (e->nsteps + 1));
-    int maxreq = 1, maxls = 1;
+    int maxreq = 1, maxls = 1, maxap = 1;
     for (Py_ssize_t s = 0; s < e->nsteps; s++) {
         e->step_at[s] = at;
-        int nls = (int)p[at++], nreq = 0;
+        int nls = (int)p[at++], nreq = 0, nap_step = 0;
         if (nls > maxls)
             maxls = nls;
         for (int l = 0; l < nls; l++) {
             int npre = (int)p[at + 1], nmsg = (int)p[at + 2], nap = (int)p[at + 3];
             at += 4 + 5 * npre + 6 * nmsg;
             nreq += nmsg;
+            nap_step += nap;
             for (int k = 0; k < nap; k++)
                 at += 10 + (p[at + 9] > 0 ? p[at + 9] : 0);
         }
         if (nreq > maxreq)
             maxreq = nreq;
+        if (nap_step > maxap)
+            maxap = nap_step;
         if (at > e->proglen) {
             PyErr_SetString(PyExc_ValueError, "truncated program");
             return -1;
@@ -488,7 +502,11 @@ static int Engine_init(Engine *e, PyObject *args, PyObject *kw)
     e->ls_next = PyMem_Malloc(sizeof(int) * maxls);
     e->ls_apply = PyMem_Malloc(sizeof(Py_ssize_t) * maxls);
     e->ls_busy = PyMem_Calloc(maxls, sizeof(int));
-    if (!e->ls_busy || !e->reqs || !e->req_ls || !e->req_done || !e->indices || !e->statuses || !e->ls_at || !e->ls_msg0 ||
+    e->ls_ap0 = PyMem_Malloc(sizeof(int) * maxls);
+    e->ls_queued = PyMem_Malloc(sizeof(int) * maxls);
+    e->ls_early = PyMem_Calloc(maxls, 1);
+    e->ap_done = PyMem_Calloc(maxap, 1);
+    if (!e->ls_busy || !e->ls_ap0 || !e->ls_queued || !e->ls_early || !e->ap_done || !e->reqs || !e->req_ls || !e->req_done || !e->indices || !e->statuses || !e->ls_at || !e->ls_msg0 ||
         !e->ls_next || !e->ls_apply) {
         PyErr_NoMemory();
         return -1;
@@ -582,9 +600,16 @@ static int post_step(Engine *e)
         }
         e->ls_next[l] = 0;
         e->ls_apply[l] = at;
-        e->applies_left += nap;
-        for (int k = 0; k < nap; k++)
+        e->ls_ap0[l] = e->applies_left;
+        e->ls_queued[l] = -1;
+        e->ls_early[l] = 0;
+        for (int k = 0; k < nap; k++) {
+            e->ap_done[e->applies_left + k] = 0;
+            if (p[at] == 3)
+                e->ls_early[l] = 1;
             at += 10 + (p[at + 9] > 0 ? p[at + 9] : 0);
+        }
+        e->applies_left += nap;
     }
     e->ls_msg0[nls] = e->nreqs;
     trace_event(e, 0, (int)e->step, -1, e->nreqs);
@@ -603,7 +628,49 @@ static int queue_apply(Engine *e, int l, int kind, char *dst, char *a, char *b, 
                        (int)e->prog[e->ls_at[l]]) == 0;
 }
 
-/* run every apply whose messages are complete, in each lane-step's order; -1 on an MPI error */
+/* whether the messages apply record `at` depends on are complete (m0, m1: its lane-step's requests) */
+static int deps_ready(Engine *e, Py_ssize_t at, int m0, int m1)
+{
+    int64_t *p = e->prog;
+    int ndeps = (int)p[at + 9];
+    if (ndeps < 0) {
+        for (int r = m0; r < m1; r++)
+            if (!e->req_done[r])
+                return 0;
+        return 1;
+    }
+    for (int d = 0; d < ndeps; d++)
+        if (!e->req_done[m0 + p[at + 10 + d]])
+            return 0;
+    return 1;
+}
+
+/* run lane-step l's copy-back applies ahead of their turn where their messages are complete and the
+ * reduction each copies is done: every apply run in turn is, but the one queued last while the lane-step's
+ * jobs are not all finished (a lane-step's next apply waits for its queued one, so only that one can be
+ * running). Each writes its own block from its own chunk. */
+static void run_early_copies(Engine *e, int l)
+{
+    int64_t *p = e->prog;
+    Py_ssize_t ls = e->ls_at[l], at = e->ls_apply[l];
+    int nap = (int)p[ls + 3], m0 = e->ls_msg0[l], m1 = e->ls_msg0[l + 1];
+    int running = __atomic_load_n(&e->ls_busy[l], __ATOMIC_ACQUIRE) ? e->ls_queued[l] : -1;
+    for (int k = e->ls_next[l]; k < nap; k++) {
+        Py_ssize_t next = at + 10 + (p[at + 9] > 0 ? p[at + 9] : 0);
+        int sum = (int)p[at + 6];
+        if (k > e->ls_next[l] && p[at] == 3 && !e->ap_done[e->ls_ap0[l] + k] && sum < e->ls_next[l] &&
+            sum != running && deps_ready(e, at, m0, m1)) {
+            trace_event(e, 5, (int)e->step, (int)p[ls], p[at + 7]);
+            memcpy(e->base[p[at + 1]] + p[at + 2], e->base[p[at + 3]] + p[at + 4], (size_t)p[at + 7]);
+            e->ap_done[e->ls_ap0[l] + k] = 1;
+            e->applies_left--;
+        }
+        at = next;
+    }
+}
+
+/* run every apply whose messages are complete, in each lane-step's order (copy backs also ahead of it);
+ * -1 on an MPI error */
 static int run_applies(Engine *e)
 {
     int64_t *p = e->prog;
@@ -612,28 +679,28 @@ static int run_applies(Engine *e)
         Py_ssize_t ls = e->ls_at[l];
         int nap = (int)p[ls + 3], m0 = e->ls_msg0[l], m1 = e->ls_msg0[l + 1];
         while (e->ls_next[l] < nap) {
+            Py_ssize_t at = e->ls_apply[l];
+            int ndeps = (int)p[at + 9];
+            if (p[at] == 3 && e->ap_done[e->ls_ap0[l] + e->ls_next[l]]) {  /* ran ahead of its turn */
+                e->ls_next[l]++;
+                e->ls_apply[l] = at + 10 + (ndeps > 0 ? ndeps : 0);
+                continue;
+            }
             if (__atomic_load_n(&e->ls_busy[l], __ATOMIC_ACQUIRE)) {
                 e->held_back = 1;  /* the lane-step's previous reduction is still on the workers */
                 break;
             }
-            Py_ssize_t at = e->ls_apply[l];
-            int ndeps = (int)p[at + 9], ready = 1;
-            if (ndeps < 0) {
-                for (int r = m0; r < m1 && ready; r++)
-                    ready = e->req_done[r];
-            } else {
-                for (int d = 0; d < ndeps && ready; d++)
-                    ready = e->req_done[m0 + p[at + 10 + d]];
-            }
-            if (!ready)
+            if (!deps_ready(e, at, m0, m1))
                 break;
             int kind = (int)p[at], pf = (int)p[at + 8], rc = 0;
             char *dst = e->base[p[at + 1]] + p[at + 2], *a = e->base[p[at + 3]] + p[at + 4];
             char *b = kind == 2 ? e->base[p[at + 5]] + p[at + 6] : NULL;
             Py_ssize_t nbytes = (Py_ssize_t)p[at + 7];
-            if (kind == 0) {
+            if (kind == 0 || kind == 3) {
                 memcpy(dst, a, nbytes);
-            } else if (!queue_apply(e, l, kind, dst, a, b, nbytes, pf)) {
+            } else if (queue_apply(e, l, kind, dst, a, b, nbytes, pf)) {
+                e->ls_queued[l] = e->ls_next[l];
+            } else {
                 trace_event(e, 2, (int)e->step, (int)p[ls], nbytes);
                 rc = kind == 1 ? do_reduce(e, dst, a, nbytes, pf) : do_first(e, dst, a, b, nbytes, pf);
                 trace_event(e, 3, (int)e->step, (int)p[ls], nbytes);
@@ -646,6 +713,8 @@ static int run_applies(Engine *e)
             e->ls_apply[l] = at + 10 + (ndeps > 0 ? ndeps : 0);
             e->applies_left--;
         }
+        if (e->ls_early[l] && e->ls_next[l] < nap)
+            run_early_copies(e, l);
     }
     return 0;
 }

@@ -134,7 +134,8 @@ class Plan:
         """Return the compiled core's events of the last in-place run; ``capacity`` >= 0: keep that many from now.
 
         Events ``(seconds from the start, kind, step, lane, value)``; kinds: 0 a step posted (value: its
-        messages), 1 a message complete (its index), 2 a reduction starts (bytes), 3 it ends, 4 done.
+        messages), 1 a message complete (its index), 2 a reduction starts (bytes), 3 it ends, 4 done, 5 a
+        reduced chunk copied back into its sent block ahead of the step's other sums (bytes).
         Empty where the Python engine runs the plan.
         """
         return [] if self._fast is None else list(self._fast.trace(capacity))

@@ -280,7 +280,7 @@ def _overlap(comm: Any, nbytes: int, segment: int, threads: int, calls: int) -> 
     plan.trace(4096)
     overlapped()
     events = plan.trace(0)
-    kinds = {0: "post", 1: "message", 2: "reduce-start", 3: "reduce-end", 4: "done"}
+    kinds = {0: "post", 1: "message", 2: "reduce-start", 3: "reduce-end", 4: "done", 5: "copy-back-ahead"}
     t["hidden"] = (t["wire"] + t["reduce"] - t["overlapped"]) / t["reduce"] if t["reduce"] > 0 else 0.0
     t.update(_trace_summary(events))
     t["trace"] = [[round(e[0] * 1e6, 1), kinds.get(e[1], e[1]), e[4]] for e in events]
@@ -293,7 +293,8 @@ def _trace_summary(events: list[tuple[float, int, int, int, int]]) -> dict[str, 
 
     ``trace_reduce_s``: the reductions' summed time; ``trace_reduce_after_wire_s``: the part of it after the
     step's last message (a receive or a send) completed, the reduction the wire did not hide;
-    ``trace_tail_s``: from that last message to the step's end; ``trace_hidden``: 1 - after / summed.
+    ``trace_tail_s``: from that last message to the step's end; ``trace_hidden``: 1 - after / summed;
+    ``trace_copies_ahead``: reduced chunks copied back into their sent blocks ahead of the other sums (threads).
     """
     last = max((e[0] for e in events if e[1] == 1), default=0.0)
     total = after = 0.0
@@ -307,7 +308,8 @@ def _trace_summary(events: list[tuple[float, int, int, int, int]]) -> dict[str, 
             after += max(0.0, e[0] - max(start, last))
     done = max((e[0] for e in events if e[1] == 4), default=last)
     return {"trace_reduce_s": total, "trace_reduce_after_wire_s": after, "trace_tail_s": max(0.0, done - last),
-            "trace_hidden": 1.0 - after / total if total > 0 else 0.0}
+            "trace_hidden": 1.0 - after / total if total > 0 else 0.0,
+            "trace_copies_ahead": sum(1 for e in events if e[1] == 5)}
 
 
 def _conditions() -> dict[str, Any]:
@@ -346,7 +348,8 @@ def overlap(comm: Any, *, nbytes: int = 16 << 20, segment: int = 1 << 20, thread
                             "each the median of `calls` calls from a barrier, the slower rank's; hidden = (wire + "
                             "reduce - overlapped) / reduce; trace_* from one overlapped run's trace on rank 0: the "
                             "reductions' summed time, the part after the step's last message completed, the time "
-                            "from that message to the end, trace_hidden = 1 - after / summed"}}
+                            "from that message to the end, trace_hidden = 1 - after / summed, "
+                            "trace_copies_ahead = sums copied back into their sent blocks ahead of the others"}}
 
 
 def probe(comm: Any, *, steps: int = 64, lanes: int = 4, repeats: int = 7, calls: int = 30,
@@ -545,7 +548,8 @@ def _print_overlap(ov: dict[str, Any]) -> None:
     if "trace_reduce_s" in ov:
         print(f"  its trace (rank 0): reductions {ov['trace_reduce_s'] * 1e3:.2f} ms in all, "
               f"{ov['trace_reduce_after_wire_s'] * 1e3:.2f} ms of them after the last message "
-              f"({ov['trace_hidden']:.0%} under the wire); last message to the end {ov['trace_tail_s'] * 1e3:.2f} ms")
+              f"({ov['trace_hidden']:.0%} under the wire); last message to the end {ov['trace_tail_s'] * 1e3:.2f} ms"
+              + (f"; {ov['trace_copies_ahead']} copies back ahead" if ov.get("trace_copies_ahead") else ""))
 
 
 def _run_overlap(args: argparse.Namespace, nbytes: int) -> int:

@@ -27,7 +27,7 @@ __all__ = ["WORK", "SRC", "OUT", "SCRATCH", "compile_program", "kernel_for"]
 
 WORK, SRC, OUT, SCRATCH = 0, 1, 2, 3
 RECV, SEND = 0, 1
-COPY_OP, REDUCE_OP, FIRST_OP = 0, 1, 2
+COPY_OP, REDUCE_OP, FIRST_OP, COPY_BACK_OP = 0, 1, 2, 3
 ALL = -1
 """An apply that waits for every message of its lane-step."""
 
@@ -93,10 +93,11 @@ class _Emitter:
         Where every apply of the lane-step reduces a received chunk into a block being sent, the blocks
         are disjoint, and there are two or more (segments), each becomes ``chunk = peer op local`` (the
         same operands in the same order, so the same bits), waiting only for its receive, followed after
-        all of them by a copy of the chunk into the block, which waits for the send. Only for the C loops (a reduction
-        through ``MPI_Reduce_local`` cannot write into its own operand), and only where the rank has
-        threads to spare: the copies cost a pass over the block, which a rank whose own thread moves
-        the data (shared memory, every core busy) pays without gaining any overlap.
+        all of them by a copy of the chunk into the block, which waits for the send and for its sum (the
+        core runs it as soon as both are done, ahead of the sums still waiting for their data). Only for
+        the C loops (a reduction through ``MPI_Reduce_local`` cannot write into its own operand), and
+        only where the rank has threads to spare: the copies cost a pass over the block, which a rank
+        whose own thread moves the data (shared memory, every core busy) pays without gaining any overlap.
         """
         if len(self.applies) < 2:
             return
@@ -110,11 +111,13 @@ class _Emitter:
             return  # two chunks reduced into one block (several peers in a step): each must see the other's sum
         sums: list[tuple[tuple[int, ...], list[tuple[int, int, int]], list[tuple[int, int, int]]]] = []
         copies: list[tuple[tuple[int, ...], list[tuple[int, int, int]], list[tuple[int, int, int]]]] = []
-        for rec, _, _ in self.applies:
+        for i, (rec, _, _) in enumerate(self.applies):
             _, _, a, _, c, _, _, n, pf = rec
             sums.append(((FIRST_OP, SCRATCH, c, SCRATCH, c, WORK, a, n, pf), [(SCRATCH, c, c + n)],
                          [(SCRATCH, c, c + n), (WORK, a, a + n)]))
-            copies.append(((COPY_OP, WORK, a, SCRATCH, c, WORK, 0, n, 0), [(WORK, a, a + n)], [(SCRATCH, c, c + n)]))
+            # a copy back names its sum (apply i): it may run ahead of the other sums once that one is done
+            copies.append(((COPY_BACK_OP, WORK, a, SCRATCH, c, WORK, i, n, 0), [(WORK, a, a + n)],
+                           [(SCRATCH, c, c + n)]))
         self.applies = sums + copies
 
     def record(self, lane: int) -> list[int]:

@@ -154,6 +154,11 @@ def test_trace_of_a_segmented_step(monkeypatch):
     assert len(arrivals) == 16  # 8 receives and 8 sends
     assert all(s >= a for s, a in zip(sorted(starts), sorted(arrivals))), events
     assert all(b >= a for a, b in zip(sorted(starts), sorted(ends)))
+    # a sum copied back into its sent block ahead of its turn (two threads split the sent blocks) comes after
+    # that sum (one reduction part per segment here): the k-th such copy follows at least k ended reductions
+    ahead = sorted(t for t, k, *_ in events if k == 5)
+    assert len(ahead) <= 8, events
+    assert all(sum(1 for e in ends if e <= t) >= i + 1 for i, t in enumerate(ahead)), events
 
 
 @needs_core

@@ -86,3 +86,5 @@ def test_trace_summary_splits_reductions_at_the_last_message():
     s = _trace_summary(par)
     assert abs(s["trace_reduce_s"] - 2.1) < 1e-12 and abs(s["trace_reduce_after_wire_s"] - 0.1) < 1e-12
     assert _trace_summary([])["trace_hidden"] == 0.0
+    assert _trace_summary([])["trace_copies_ahead"] == 0
+    assert _trace_summary(par + [(1.25, 5, 0, 0, 8), (1.26, 5, 0, 0, 8)])["trace_copies_ahead"] == 2
