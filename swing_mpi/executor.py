@@ -135,8 +135,7 @@ class Plan:
 
         Events ``(seconds from the start, kind, step, lane, value)``; kinds: 0 a step posted (value: its
         messages), 1 a message complete (its index), 2 a reduction starts (bytes), 3 it ends, 4 done, 5 a
-        reduced chunk copied back into its sent block ahead of the step's other sums (bytes).
-        Empty where the Python engine runs the plan.
+        sum copied back into its sent block ahead of its turn (bytes). Empty where the Python engine runs.
         """
         return [] if self._fast is None else list(self._fast.trace(capacity))
 
