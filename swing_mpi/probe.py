@@ -180,13 +180,8 @@ def _per_byte(fn: Any, nbytes: int, calls: int) -> float:
     return statistics.median(ts) / nbytes
 
 
-def _alone(comm: Any, fn: Any, nbytes: int, calls: int) -> float:
-    """Seconds per byte of ``fn`` on rank 0 while rank 1 sleeps (not spinning in MPI: its core stays free)."""
-    return _alone_side_by_side(comm, [fn], nbytes, calls)[0]
-
-
-def _alone_side_by_side(comm: Any, fns: list[Any], nbytes: int, calls: int) -> list[float]:
-    """Seconds per byte of each of ``fns`` on rank 0 while rank 1 sleeps, their calls taken in turn.
+def _alone(comm: Any, fns: list[Any], nbytes: int, calls: int) -> list[float]:
+    """Seconds per byte of each of ``fns`` on rank 0 while rank 1 sleeps (its core free), their calls in turn.
 
     Alternating the calls puts every function under the same conditions (this VM's memory bandwidth
     moves with its neighbours from one second to the next), so their ratios are side by side.
@@ -216,7 +211,7 @@ def _reductions(comm: Any, nbytes: int, thread_counts: list[int], calls: int = 7
     out: dict[str, Any] = {}
     for kind in ("ours", "numpy"):
         fn = _reduce_fn(kind, count, 1)
-        alone = _alone(comm, fn, count * 8, calls)
+        alone = _alone(comm, [fn], count * 8, calls)[0]
         comm.Barrier()
         both = _per_byte(fn, count * 8, calls)
         out[kind] = (alone, float(comm.allreduce(both, op=MPI.MAX)))
@@ -224,8 +219,7 @@ def _reductions(comm: Any, nbytes: int, thread_counts: list[int], calls: int = 7
 
     rng = np.random.default_rng(11)
     shared = (rng.uniform(0.5, 1.5, count), rng.uniform(0.5, 1.5, count))
-    per_k = _alone_side_by_side(comm, [_reduce_fn("ours", count, k, shared) for k in thread_counts], count * 8,
-                                2 * calls + 1)
+    per_k = _alone(comm, [_reduce_fn("ours", count, k, shared) for k in thread_counts], count * 8, 2 * calls + 1)
     out["threads"] = {str(k): t for k, t in zip(thread_counts, per_k)}
     return out
 
