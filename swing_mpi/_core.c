@@ -125,6 +125,7 @@ static void trace_job(struct Engine *e, int kind, int step, int lane, Py_ssize_t
 static struct {
     pthread_mutex_t mu;
     pthread_cond_t go;
+    pthread_mutex_t sync_mu;  /* held by the one caller of kernel_threads whose generation runs */
     pthread_t th[MAXT];
     int started;      /* worker threads running */
     long gen;         /* job generation */
@@ -138,7 +139,7 @@ static struct {
     long next;        /* (atomic) the next chunk to claim */
     int open;         /* workers may still enter the generation */
     int inside;       /* (atomic) workers inside it */
-} pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER};
+} pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_MUTEX_INITIALIZER};
 
 #define SYNC_CHUNK_BYTES (128 << 10)
 #define WORKER_SPIN_S 50e-6
@@ -272,7 +273,9 @@ static int pool_submit(int kernel, char *d, const char *a, const char *b, Py_ssi
 /* the kernel over n elements, on up to `threads` threads (this one included) when it is at least 2 x min_bytes.
  * The work is cut in chunks that this thread and the woken workers claim one at a time: this thread starts at
  * once and a worker that wakes late takes fewer (none if it wakes after the last), so two threads never cost
- * a worker's wake-up more than one. Each element is combined once, by one thread: the bits never change. */
+ * a worker's wake-up more than one. Each element is combined once, by one thread: the bits never change.
+ * One generation runs at a time: a caller that finds another's running (threads of an MPI_THREAD_MULTIPLE
+ * program) runs its kernel alone on its own thread. */
 static void kernel_threads(int kernel, char *d, const char *a, const char *b, Py_ssize_t n, int threads,
                            Py_ssize_t min_bytes)
 {
@@ -282,6 +285,10 @@ static void kernel_threads(int kernel, char *d, const char *a, const char *b, Py
     if (min_bytes > 0 && bytes / min_bytes < parts)
         parts = (int)(bytes / min_bytes);
     if (parts <= 1) {
+        kernel_run(kernel, d, a, b, n);
+        return;
+    }
+    if (pthread_mutex_trylock(&pool.sync_mu) != 0) {
         kernel_run(kernel, d, a, b, n);
         return;
     }
@@ -308,6 +315,7 @@ static void kernel_threads(int kernel, char *d, const char *a, const char *b, Py
     for (long spins = 0; __atomic_load_n(&pool.inside, __ATOMIC_ACQUIRE) > 0; spins++)
         if (spins > 256)
             sched_yield();
+    pthread_mutex_unlock(&pool.sync_mu);
 }
 
 /* ---------------------------------------------------------------- the engine object */

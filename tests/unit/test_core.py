@@ -107,3 +107,29 @@ def test_a_compiler_that_refuses_the_tuning_flags_still_builds_the_core(tmp_path
     monkeypatch.setenv("CC", str(refuser))
     with pytest.raises(RuntimeError, match="cannot compile anything"):
         native.build()
+
+
+def test_threaded_reductions_from_several_threads_at_once():
+    """Callers on several threads at once (MPI_THREAD_MULTIPLE programs) each get their own sums, exactly."""
+    import threading
+
+    kernel = kernel_for("SUM", np.dtype(np.int64), True)
+    errors: list[str] = []
+
+    def caller(seed: int) -> None:
+        rng = np.random.default_rng(seed)
+        for i in range(150):
+            n = int(rng.integers(70_000, 300_000))
+            a, b = rng.integers(-1000, 1000, n), rng.integers(-1000, 1000, n)
+            got = b.copy()
+            core.reduce(kernel, got, a, got, 2 + i % 3, 64)  # in place: a chunk run twice would show
+            if not np.array_equal(got, a + b):
+                errors.append(f"caller {seed}, call {i}, n {n}")
+                return
+
+    threads = [threading.Thread(target=caller, args=(s,)) for s in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
