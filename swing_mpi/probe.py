@@ -138,6 +138,14 @@ def _sendrecv_call(comm: Any, steps: int) -> Any:
     return call
 
 
+def _operands(count: int) -> tuple[Any, Any]:
+    """Two float64 vectors of ``count`` elements, the same values on every call (the probe's reductions)."""
+    import numpy as np
+
+    rng = np.random.default_rng(11)
+    return rng.uniform(0.5, 1.5, count), rng.uniform(0.5, 1.5, count)
+
+
 def _reduce_fn(kind: str, count: int, threads: int, arrays: Any = None) -> Any:
     """Return a float64 SUM of ``count`` elements into a buffer: ``ours`` (the engine's kernel) or ``numpy``.
 
@@ -149,10 +157,7 @@ def _reduce_fn(kind: str, count: int, threads: int, arrays: Any = None) -> Any:
     from . import native
     from .program import kernel_for
 
-    if arrays is None:
-        rng = np.random.default_rng(11)
-        arrays = (rng.uniform(0.5, 1.5, count), rng.uniform(0.5, 1.5, count))
-    a, b = arrays
+    a, b = arrays if arrays is not None else _operands(count)
     core = native.load()
     if kind == "numpy":
         return lambda: np.add(a, b, out=b)
@@ -215,10 +220,7 @@ def _reductions(comm: Any, nbytes: int, thread_counts: list[int], calls: int = 7
         comm.Barrier()
         both = _per_byte(fn, count * 8, calls)
         out[kind] = (alone, float(comm.allreduce(both, op=MPI.MAX)))
-    import numpy as np
-
-    rng = np.random.default_rng(11)
-    shared = (rng.uniform(0.5, 1.5, count), rng.uniform(0.5, 1.5, count))
+    shared = _operands(count)
     per_k = _alone(comm, [_reduce_fn("ours", count, k, shared) for k in thread_counts], count * 8, 2 * calls + 1)
     out["threads"] = {str(k): t for k, t in zip(thread_counts, per_k)}
     return out
