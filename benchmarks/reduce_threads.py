@@ -12,7 +12,6 @@ over ``--rounds`` rounds of the median of ``--calls`` back-to-back calls::
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import platform
@@ -20,7 +19,6 @@ import statistics
 import subprocess
 import sys
 import time
-from typing import Any
 
 import numpy as np
 from mpi4py import MPI  # noqa: F401  (the core links the MPI library mpi4py loads)
@@ -41,14 +39,6 @@ def _core_of(checkout: str | None) -> str:
     return r.stdout.strip().splitlines()[-1]
 
 
-def _load(path: str) -> Any:
-    spec = importlib.util.spec_from_file_location(native.MODULE, path)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--before", required=True, metavar="DIR", help="an earlier checkout (a git worktree)")
@@ -59,7 +49,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.rounds < 1 or args.calls < 1:
         ap.error("--rounds and --calls must be at least 1")
-    cores = {"before": _load(_core_of(os.path.abspath(args.before))), "after": _load(_core_of(None))}
+    cores = {"before": native.load_file(_core_of(os.path.abspath(args.before))),
+             "after": native.load_file(_core_of(None))}
     kernel = kernel_for("SUM", np.dtype(np.float64), True)
     rows = []
     load = os.getloadavg()

@@ -437,6 +437,12 @@ static void Engine_dealloc(Engine *e)
     Py_TYPE(e)->tp_free((PyObject *)e);
 }
 
+/* the offset of the apply record after the one at `at` (10 fields, then its deps where it names them) */
+static Py_ssize_t next_apply(const int64_t *p, Py_ssize_t at)
+{
+    return at + 10 + (p[at + 9] > 0 ? p[at + 9] : 0);
+}
+
 /* Engine(program: bytes of int64, comm_f, datatype_f, op_f, types_f: tuple, kernel, ext, threads, min_bytes) */
 static int Engine_init(Engine *e, PyObject *args, PyObject *kw)
 {
@@ -487,7 +493,7 @@ static int Engine_init(Engine *e, PyObject *args, PyObject *kw)
             nreq += nmsg;
             nap_step += nap;
             for (int k = 0; k < nap; k++)
-                at += 10 + (p[at + 9] > 0 ? p[at + 9] : 0);
+                at = next_apply(p, at);
         }
         if (nreq > maxreq)
             maxreq = nreq;
@@ -615,7 +621,7 @@ static int post_step(Engine *e)
             e->ap_done[e->applies_left + k] = 0;
             if (p[at] == 3)
                 e->ls_early[l] = 1;
-            at += 10 + (p[at + 9] > 0 ? p[at + 9] : 0);
+            at = next_apply(p, at);
         }
         e->applies_left += nap;
     }
@@ -663,17 +669,16 @@ static void run_early_copies(Engine *e, int l)
     Py_ssize_t ls = e->ls_at[l], at = e->ls_apply[l];
     int nap = (int)p[ls + 3], m0 = e->ls_msg0[l], m1 = e->ls_msg0[l + 1];
     int running = __atomic_load_n(&e->ls_busy[l], __ATOMIC_ACQUIRE) ? e->ls_queued[l] : -1;
-    for (int k = e->ls_next[l]; k < nap; k++) {
-        Py_ssize_t next = at + 10 + (p[at + 9] > 0 ? p[at + 9] : 0);
+    for (int k = e->ls_next[l] + 1; k < nap; k++) {  /* the one in turn waits for its own messages */
+        at = next_apply(p, at);
         int sum = (int)p[at + 6];
-        if (k > e->ls_next[l] && p[at] == 3 && !e->ap_done[e->ls_ap0[l] + k] && sum < e->ls_next[l] &&
-            sum != running && deps_ready(e, at, m0, m1)) {
+        if (p[at] == 3 && !e->ap_done[e->ls_ap0[l] + k] && sum < e->ls_next[l] && sum != running &&
+            deps_ready(e, at, m0, m1)) {
             trace_event(e, 5, (int)e->step, (int)p[ls], p[at + 7]);
             memcpy(e->base[p[at + 1]] + p[at + 2], e->base[p[at + 3]] + p[at + 4], (size_t)p[at + 7]);
             e->ap_done[e->ls_ap0[l] + k] = 1;
             e->applies_left--;
         }
-        at = next;
     }
 }
 
@@ -688,10 +693,9 @@ static int run_applies(Engine *e)
         int nap = (int)p[ls + 3], m0 = e->ls_msg0[l], m1 = e->ls_msg0[l + 1];
         while (e->ls_next[l] < nap) {
             Py_ssize_t at = e->ls_apply[l];
-            int ndeps = (int)p[at + 9];
             if (p[at] == 3 && e->ap_done[e->ls_ap0[l] + e->ls_next[l]]) {  /* ran ahead of its turn */
                 e->ls_next[l]++;
-                e->ls_apply[l] = at + 10 + (ndeps > 0 ? ndeps : 0);
+                e->ls_apply[l] = next_apply(p, at);
                 continue;
             }
             if (__atomic_load_n(&e->ls_busy[l], __ATOMIC_ACQUIRE)) {
@@ -718,7 +722,7 @@ static int run_applies(Engine *e)
                 return -1;
             }
             e->ls_next[l]++;
-            e->ls_apply[l] = at + 10 + (ndeps > 0 ? ndeps : 0);
+            e->ls_apply[l] = next_apply(p, at);
             e->applies_left--;
         }
         if (e->ls_early[l] && e->ls_next[l] < nap)

@@ -31,7 +31,7 @@ from typing import Any
 
 from .config import rc
 
-__all__ = ["load", "build", "why_not", "build_dir", "mpi_library_path", "mpi_include_dir"]
+__all__ = ["load", "load_file", "build", "why_not", "build_dir", "mpi_library_path", "mpi_include_dir"]
 
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_core.c")
 MODULE = "swing_mpi_core"
@@ -160,7 +160,8 @@ def build(*, quiet: bool = True) -> str:
     return path
 
 
-def _import(path: str) -> ModuleType:
+def load_file(path: str) -> ModuleType:
+    """Import the compiled core built at ``path`` (:func:`load`'s; also another checkout's, to compare two)."""
     spec = importlib.util.spec_from_file_location(MODULE, path)
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
@@ -182,7 +183,7 @@ def load() -> ModuleType | None:
         _state["why"] = "SWING_MPI_ENGINE=python"
     else:
         try:
-            mod = _import(build())
+            mod = load_file(build())
             from mpi4py import MPI
 
             if mod.abi() != _mpi_family() or mod.comm_size(MPI.COMM_WORLD.py2f()) != MPI.COMM_WORLD.Get_size():

@@ -175,14 +175,21 @@ def _reduce_fn(kind: str, count: int, threads: int, arrays: Any = None) -> Any:
     return lambda: core.reduce(kernel, b, a, b, threads, REDUCE_MIN_BYTES)
 
 
-def _per_byte(fn: Any, nbytes: int, calls: int) -> float:
-    fn()
-    ts = []
-    for _ in range(calls):
-        t0 = time.perf_counter()
+def _medians(fns: list[Any], calls: int) -> list[float]:
+    """Median seconds of each of ``fns`` over ``calls`` calls taken in turn, after one call of each."""
+    times: list[list[float]] = [[] for _ in fns]
+    for fn in fns:
         fn()
-        ts.append(time.perf_counter() - t0)
-    return statistics.median(ts) / nbytes
+    for _ in range(calls):
+        for fn, ts in zip(fns, times):
+            t0 = time.perf_counter()
+            fn()
+            ts.append(time.perf_counter() - t0)
+    return [statistics.median(ts) for ts in times]
+
+
+def _per_byte(fn: Any, nbytes: int, calls: int) -> float:
+    return _medians([fn], calls)[0] / nbytes
 
 
 def _alone(comm: Any, fns: list[Any], nbytes: int, calls: int) -> list[float]:
@@ -192,19 +199,10 @@ def _alone(comm: Any, fns: list[Any], nbytes: int, calls: int) -> list[float]:
     moves with its neighbours from one second to the next), so their ratios are side by side.
     """
     comm.Barrier()
-    times: list[list[float]] = [[] for _ in fns]
-    if comm.Get_rank() == 0:
-        for fn in fns:
-            fn()
-        for _ in range(calls):
-            for fn, ts in zip(fns, times):
-                t0 = time.perf_counter()
-                fn()
-                ts.append(time.perf_counter() - t0)
+    got = [t / nbytes for t in _medians(fns, calls)] if comm.Get_rank() == 0 else None
     req = comm.Ibarrier()
     while not req.Test():
         time.sleep(1e-3)
-    got = [statistics.median(ts) / nbytes if ts else 0.0 for ts in times]
     return [float(t) for t in comm.bcast(got, root=0)]
 
 
