@@ -46,9 +46,12 @@ calls in a row (``--streak K``: only the first follows a switch) or time them
 ``--start sync`` starts every rank's timed call at one instant agreed after
 the barrier, on the clock all processes of one host share, and times each
 rank from that instant (:class:`~swing_mpi.bench.timing.SyncStart`, as
-ReproMPI times collectives): a barrier's exits spread over 95-240 ms among 64
+ReproMPI times collectives): a barrier's exits spread over 36-240 ms among 64
 ranks on 2 cores in the 8x8 lab, and from its own exit each rank's call is
 charged that spread. A rank that wakes late is still charged its lateness.
+``--start auto`` (the default) takes ``sync`` where all ranks run on one host
+that has fewer cores than ranks (the lab), ``barrier`` elsewhere
+(:func:`~swing_mpi.bench.timing.auto_start`); the header says which and why.
 ``iters`` shrinks for large or slow points (at most ``--max-bytes`` moved and
 about ``--max-time`` seconds per point, estimated from the warmup; never below
 3 unless ``--iters`` is lower). Reported: avg/min/max/median time,

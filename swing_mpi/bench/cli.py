@@ -100,11 +100,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="interleaved, time K calls of an algorithm in a row before the next one's turn, so that "
                    "only the first of them follows a switch of algorithm (on shared memory that call ran 5-40%% "
                    "slower at 8 B-1 KiB); default 1")
-    g.add_argument("--start", choices=STARTS, default="barrier",
-                   help="how a timed call starts: barrier (default: each rank times from its own exit of a "
-                   "barrier, as the OSU benchmarks) or sync (every rank starts at one instant agreed after the "
-                   "barrier and times from it; the ranks must share one host's clock; for many ranks, whose "
-                   "barrier exits spread)")
+    g.add_argument("--start", choices=STARTS, default="auto",
+                   help="how a timed call starts: barrier (each rank times from its own exit of a barrier, as the "
+                   "OSU benchmarks), sync (every rank starts at one instant agreed after the barrier and times from "
+                   "it, as ReproMPI; the ranks must share one host's clock) or auto (default: sync where all ranks "
+                   "run on one host with more ranks than cores, as in the lab, whose barrier exits spread over "
+                   "the scheduler's time slices; barrier otherwise)")
     g.add_argument("--no-check", action="store_true", help="skip validation (#wrong is then -1)")
     g.add_argument("--seed", type=int, default=12345, help="seed of the rank-dependent inputs")
     g.add_argument("--quick", action="store_true",

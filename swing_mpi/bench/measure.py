@@ -35,7 +35,7 @@ from .points import (
     point_sizes,
 )
 from .results import ALLREDUCE, COLLECTIVES, add_vs_native
-from .timing import SyncStart, shuffled, time_point, timed
+from .timing import SyncStart, auto_start, shuffled, time_point, timed
 
 if TYPE_CHECKING:
     from .options import Config
@@ -332,7 +332,8 @@ def run_bench(comm: Any, cfg: Config, *, start: Callable[[dict[str, Any]], None]
     dtype = np.dtype(cfg.dtype)
     sizes = point_sizes(cfg.sizes, dtype.itemsize, p, cfg.collective)
     env = environment(comm, cfg, dims, dims_source, sizes)
-    sync = SyncStart(comm) if cfg.start == "sync" else None
+    env["start"], env["start_why"] = auto_start(comm) if cfg.start == "auto" else (cfg.start, "asked")
+    sync = SyncStart(comm) if env["start"] == "sync" else None
     env["start_lead_s"] = sync.lead if sync is not None else None
     coll = COLLECTIVES[cfg.collective]
     mpi_op = getattr(MPI, _MPI_OPS[cfg.op]) if coll.reduces else None

@@ -28,8 +28,9 @@ DEFAULT_ITERS = 20
 DEFAULT_WARMUP = 3
 DEFAULT_MAX_TIME = 5.0
 
-STARTS = ("barrier", "sync")
-"""``--start``: how a timed call starts (:class:`swing_mpi.bench.timing.SyncStart` for ``sync``)."""
+STARTS = ("auto", "barrier", "sync")
+"""``--start``: how a timed call starts (:class:`swing_mpi.bench.timing.SyncStart` for ``sync``;
+``auto``: :func:`swing_mpi.bench.timing.auto_start` picks one of the other two)."""
 
 DTYPES = ("float64", "float32", "int64", "int32", "uint8", "complex128")
 OPS = ("sum", "prod", "max", "min", "band", "bor", "bxor")
@@ -128,7 +129,7 @@ class Config:
         if self.streak > 1 and not self.interleave:
             raise ValueError("--streak K gives each algorithm turns of K calls in the round robin; "
                              "--blocked times all of an algorithm's calls in one block already: use one of them")
-        self.start: str = getattr(args, "start", None) or "barrier"
+        self.start: str = getattr(args, "start", None) or "auto"
         if self.start not in STARTS:
             raise ValueError(f"--start {self.start!r}: expected one of {', '.join(STARTS)}")
         self.seed: int = args.seed

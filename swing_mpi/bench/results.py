@@ -192,10 +192,14 @@ def env_header_lines(env: Mapping[str, Any]) -> list[str]:
     settle = int(env.get("settle", 0) or 0)
     if settle:
         order += f"; each timed call follows {settle} untimed call{'s' if settle > 1 else ''} of the same algorithm"
+    why = env.get("start_why")
+    rule = f", --start auto: {why}" if why and why != "asked" else ""
     if env.get("start") == "sync":
         lead = env.get("start_lead_s")
         order += ("; every rank starts at one instant agreed after the barrier"
-                  + (f" ({lead * 1e3:.2g} ms ahead)" if lead else "") + " and times from it (one host's clock)")
+                  + (f" ({lead * 1e3:.2g} ms ahead)" if lead else "") + f" and times from it (one host's clock{rule})")
+    elif rule:
+        order += f"; every rank times from its own exit of a barrier ({rule[2:]})"
     check = (f"against comm.{coll.mpi_call}"
              + (" and rank 0" if coll.name != "reduce_scatter_block" else "")
              + ", #wrong = wrong elements over all ranks") if env["check"] else "off"

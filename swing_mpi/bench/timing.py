@@ -18,7 +18,7 @@ import numpy as np
 if TYPE_CHECKING:
     from .points import Point, Prepared
 
-__all__ = ["SyncStart", "barrier", "timed", "balanced_rows", "shuffled", "order_seed", "time_point"]
+__all__ = ["SyncStart", "auto_start", "barrier", "timed", "balanced_rows", "shuffled", "order_seed", "time_point"]
 
 
 class SyncStart:
@@ -71,6 +71,28 @@ class SyncStart:
                 time.sleep(left - 1e-4)
             else:
                 os.sched_yield()
+
+
+def auto_start(comm: Any) -> tuple[str, str]:
+    """Return ``--start auto``'s pick, ``sync`` or ``barrier``, and why (collective).
+
+    ``sync`` where every rank runs on one host (one clock) and the ranks outnumber its cores (the
+    union of their CPU affinities): there the ranks leave a barrier as the scheduler gives each a
+    core, up to its time slices apart (in the 8x8 lab, 64 ranks on 2 cores, 36-240 ms of a 0.5 s
+    call), a spread the timed call would be charged. ``barrier`` otherwise: ranks with a core each
+    leave a barrier microseconds apart, and ranks on several hosts share no clock.
+    """
+    from ..waiting import _my_cores
+
+    every = comm.allgather((socket.gethostname(), _my_cores()))
+    hosts = {name for name, _ in every}
+    if len(hosts) > 1:
+        return "barrier", f"{len(hosts)} hosts"
+    cores = len({c for _, cs in every for c in cs})
+    p = comm.Get_size()
+    if p > cores:
+        return "sync", f"{p} ranks on one host of {cores} cores"
+    return "barrier", f"{p} rank{'s' if p > 1 else ''} on one host of {cores} cores"
 
 
 def barrier(comm: Any) -> None:

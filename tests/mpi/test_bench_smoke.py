@@ -180,8 +180,38 @@ def test_bench_sync_start_needs_one_host(monkeypatch):
 
     args = bench.build_parser().parse_args([])
     args.start = "now"  # as a program building the options itself could
-    with pytest.raises(ValueError, match="--start 'now': expected one of barrier, sync"):
+    with pytest.raises(ValueError, match="--start 'now': expected one of auto, barrier, sync"):
         bench.Config(args)
+
+
+@pytest.mark.mpi(min_size=2)
+def test_bench_auto_start_syncs_only_ranks_that_outnumber_one_hosts_cores(monkeypatch):
+    """``--start auto``: sync on one host with fewer cores than ranks; a barrier with a core each or on many hosts."""
+    from mpi4py import MPI
+
+    from swing_mpi import bench, waiting
+    from swing_mpi.bench import measure, timing
+
+    comm = MPI.COMM_WORLD
+    p = comm.Get_size()
+    monkeypatch.setattr(waiting, "_my_cores", lambda: [0])  # every rank bound to core 0: p ranks, 1 core
+    assert timing.auto_start(comm) == ("sync", f"{p} ranks on one host of 1 cores")
+    monkeypatch.setattr(waiting, "_my_cores", lambda: [comm.Get_rank()])  # a core each
+    assert timing.auto_start(comm) == ("barrier", f"{p} ranks on one host of {p} cores")
+    monkeypatch.setattr(waiting, "_my_cores", lambda: [0])
+    monkeypatch.setattr(timing.socket, "gethostname", lambda: f"node{comm.Get_rank() % 2}")
+    assert timing.auto_start(comm) == ("barrier", "2 hosts")
+    monkeypatch.undo()
+
+    picked: list[str] = []
+    monkeypatch.setattr(measure, "auto_start", lambda c: (picked.append("auto"), ("sync", "a test"))[1])
+    env, rows = bench.run_bench(comm, _config("--sizes", "1K", "--algorithms", "swing-bw", "--iters", "2",
+                                              "--warmup", "0"))
+    assert picked == ["auto"] and env["start"] == "sync" and env["start_why"] == "a test"
+    assert env["start_lead_s"] >= 1e-3 and all(r["wrong"] == 0 for r in rows)
+    env, _ = bench.run_bench(comm, _config("--sizes", "1K", "--algorithms", "swing-bw", "--iters", "2",
+                                           "--warmup", "0", "--start", "barrier"))
+    assert picked == ["auto"] and env["start"] == "barrier" and env["start_lead_s"] is None
 
 
 @pytest.mark.mpi(min_size=2)
