@@ -16,19 +16,14 @@ What it measures (rank 0 prints it and writes the JSON file):
   per-call constant cancels). It includes the MPI library's own latency over
   shared memory (``mpi_step_s`` reports that part alone: the same steps as
   bare ``Sendrecv`` calls).
-* ``alpha_s``: the same with ``--lanes`` lanes in lockstep (default 4, a 2D
-  torus: each lane on its own port), divided by the lanes: the cost of one
-  lane's step when one CPU serializes a rank's lanes, as the executor does
-  (the simulator's ``engine`` preset charges it per lane and step, lanes in
-  series). Several lanes go through the executor's general progress loop,
-  which costs more per lane than the one-lane fast path.
-* ``alpha_lane_s``: what each further lane adds to a step.
-* ``gamma_s_per_byte``: the executor's float64 SUM reduction kernel per byte,
-  both ranks reducing at once (:func:`swing_mpi.calibrate.measure_gamma`).
-* ``c_gamma_s_per_byte``: numpy's ``add`` per byte on one rank alone (the
-  other waits): a C loop over float64, the reduction cost a C MPI pays (the
-  ``c`` preset's ``gamma``).
-
+* ``alpha_s``: the same with ``--lanes`` lanes (default 4, a 2D torus's ports), divided by the
+  lanes (``step_s``: the whole step; the compiled core posts every lane's messages at once);
+  ``alpha_lane_s``: what each further lane adds to a step.
+* ``gamma_s_per_byte``: the engine's float64 SUM kernel per byte on rank 0 alone (rank 1 sleeps);
+  ``c_gamma_s_per_byte``: numpy's ``add`` there (a C loop, the reduction a C MPI pays: the ``c``
+  preset's ``gamma``); ``*_pair_*``: both ranks at once. ``gamma_threads_s_per_byte``: our kernel on
+  ``k`` threads, the thread counts in turns of 4 calls, the later 3 of each turn (the pool's threads
+  awake, as between a plan's reductions); ``gamma_threads_first_s_per_byte``: each turn's first call.
 * ``overlap``: one REDUCE step of ``--gamma-size`` bytes in 1 MiB segments, each reduced as it
   arrives: how much of its reduction the transfer hides, with one overlapped run's trace.
   ``--overlap-only`` measures just that (``--segment``, ``--threads``), printed and written only
@@ -36,9 +31,8 @@ What it measures (rank 0 prints it and writes the JSON file):
   python -m mpi4py -m swing_mpi probe --overlap-only``); over shared memory the receiving rank's
   CPU copies them and nothing can hide.
 
-Each number is the median of ``--repeats`` rounds (each a median over calls);
-the machine's load average goes into the file, since another process on the
-cores inflates every number.
+Each number is the median of ``--repeats`` rounds (each a median over calls); the machine's
+load average goes into the file, since another process on the cores inflates every number.
 
 :func:`~swing_mpi.engine_costs.load_engine_costs` (re-exported here) is what the
 simulator's ``engine`` preset reads: ``$SWING_MPI_ENGINE_COSTS`` if set, else
@@ -175,35 +169,38 @@ def _reduce_fn(kind: str, count: int, threads: int, arrays: Any = None) -> Any:
     return lambda: core.reduce(kernel, b, a, b, threads, REDUCE_MIN_BYTES)
 
 
-def _medians(fns: list[Any], calls: int) -> list[float]:
-    """Median seconds of each of ``fns`` over ``calls`` calls taken in turn, after one call of each."""
+def _medians(fns: list[Any], calls: int, streak: int = 1) -> tuple[list[float], list[float]]:
+    """Median seconds of each of ``fns``, their calls in turn, ``streak`` calls a turn, after one call of each.
+
+    Returns the medians of the turns' later calls (all calls where ``streak`` is 1) and of their first
+    calls, each right after another function's turn (with threads: the pool's threads asleep).
+    """
     times: list[list[float]] = [[] for _ in fns]
+    firsts: list[list[float]] = [[] for _ in fns]
     for fn in fns:
         fn()
     for _ in range(calls):
-        for fn, ts in zip(fns, times):
-            t0 = time.perf_counter()
-            fn()
-            ts.append(time.perf_counter() - t0)
-    return [statistics.median(ts) for ts in times]
+        for fn, ts, fs in zip(fns, times, firsts):
+            for i in range(streak):
+                t0 = time.perf_counter()
+                fn()
+                (fs if i == 0 and streak > 1 else ts).append(time.perf_counter() - t0)
+    return [statistics.median(ts) for ts in times], [statistics.median(fs or ts) for fs, ts in zip(firsts, times)]
 
 
-def _per_byte(fn: Any, nbytes: int, calls: int) -> float:
-    return _medians([fn], calls)[0] / nbytes
-
-
-def _alone(comm: Any, fns: list[Any], nbytes: int, calls: int) -> list[float]:
+def _alone(comm: Any, fns: list[Any], nbytes: int, calls: int, streak: int = 1) -> list[list[float]]:
     """Seconds per byte of each of ``fns`` on rank 0 while rank 1 sleeps (its core free), their calls in turn.
 
     Alternating the calls puts every function under the same conditions (this VM's memory bandwidth
-    moves with its neighbours from one second to the next), so their ratios are side by side.
+    moves with its neighbours from one second to the next), so their ratios are side by side. Returns
+    :func:`_medians`' two lists, per byte.
     """
     comm.Barrier()
-    got = [t / nbytes for t in _medians(fns, calls)] if comm.Get_rank() == 0 else None
+    got = [[t / nbytes for t in m] for m in _medians(fns, calls, streak)] if comm.Get_rank() == 0 else None
     req = comm.Ibarrier()
     while not req.Test():
         time.sleep(1e-3)
-    return [float(t) for t in comm.bcast(got, root=0)]
+    return [[float(t) for t in m] for m in comm.bcast(got, root=0)]
 
 
 def _reductions(comm: Any, nbytes: int, thread_counts: list[int], calls: int = 7) -> dict[str, Any]:
@@ -214,13 +211,14 @@ def _reductions(comm: Any, nbytes: int, thread_counts: list[int], calls: int = 7
     out: dict[str, Any] = {}
     for kind in ("ours", "numpy"):
         fn = _reduce_fn(kind, count, 1)
-        alone = _alone(comm, [fn], count * 8, calls)[0]
+        alone = _alone(comm, [fn], count * 8, calls)[0][0]
         comm.Barrier()
-        both = _per_byte(fn, count * 8, calls)
+        both = _medians([fn], calls)[0][0] / (count * 8)
         out[kind] = (alone, float(comm.allreduce(both, op=MPI.MAX)))
     shared = _operands(count)
-    per_k = _alone(comm, [_reduce_fn("ours", count, k, shared) for k in thread_counts], count * 8, 2 * calls + 1)
+    per_k, first = _alone(comm, [_reduce_fn("ours", count, k, shared) for k in thread_counts], count * 8, calls, 4)
     out["threads"] = {str(k): t for k, t in zip(thread_counts, per_k)}
+    out["threads_first"] = {str(k): t for k, t in zip(thread_counts, first)}
     return out
 
 
@@ -377,7 +375,8 @@ def probe(comm: Any, *, steps: int = 64, lanes: int = 4, repeats: int = 7, calls
     reds = [_reductions(comm, gamma_bytes, thread_counts) for _ in range(max(3, repeats // 2))]
     med = statistics.median
     ours_alone = med(r["ours"][0] for r in reds)
-    gamma_threads = {k: med(r["threads"][k] for r in reds) for k in reds[0]["threads"]}
+    gamma_threads, gamma_first = ({k: med(r[key][k] for r in reds) for k in reds[0][key]}
+                                  for key in ("threads", "threads_first"))
     # the overlap with the threads this node gives a rank (waiting.node_info: 1 where the ranks fill the cores),
     # and with 2 (on a 2-core machine with 2 ranks: more threads than cores)
     from .waiting import node_info
@@ -390,7 +389,7 @@ def probe(comm: Any, *, steps: int = 64, lanes: int = 4, repeats: int = 7, calls
         "gamma_s_per_byte": ours_alone,
         "c_gamma_s_per_byte": med(r["numpy"][0] for r in reds), "mpi_step_s": med(mpi),
         "step_s": med(step4), "lanes": lanes, "lanes_together": engine == "c",
-        "gamma_threads_s_per_byte": gamma_threads,
+        "gamma_threads_s_per_byte": gamma_threads, "gamma_threads_first_s_per_byte": gamma_first,
         "gamma_pair_s_per_byte": med(r["ours"][1] for r in reds),
         "c_gamma_pair_s_per_byte": med(r["numpy"][1] for r in reds),
         "overlap": None if overlap is None else round(max(0.0, min(1.0, overlap["hidden"])), 3),
@@ -407,8 +406,9 @@ def probe(comm: Any, *, steps: int = 64, lanes: int = 4, repeats: int = 7, calls
                    "step; mpi_step_s: the same with bare Sendrecv; gamma_s_per_byte: the engine's float64 SUM "
                    "kernel (the compiled core's, 1 thread) on rank 0 alone; c_gamma_s_per_byte: numpy add on rank "
                    "0 alone (the same conditions); *_pair_*: both ranks at once; gamma_threads_s_per_byte: ours "
-                   "with k threads, rank 0 alone, the thread counts' calls in turn; overlap: 1 step of gamma_bytes "
-                   "in segments of segment_bytes, "
+                   "with k threads, rank 0 alone, the thread counts in turns of 4 calls, the later 3 (_first_: the "
+                   "turns' first calls, the pool's threads asleep after the other counts' turns); overlap: 1 step "
+                   "of gamma_bytes in segments of segment_bytes, "
                    "each reduced as it arrives with the node's threads per rank (overlap_step_2_threads: with 2), "
                    "(wire + reduce - step) / reduce, clipped to 0..1; each a median",
         },
@@ -510,9 +510,11 @@ def run(args: argparse.Namespace) -> int:
     if data.get("gamma_pair_s_per_byte") is not None:
         print(f"  both ranks at once       {data['gamma_pair_s_per_byte'] * 1e9:9.4f} ns/B (engine), "
               f"{data['c_gamma_pair_s_per_byte'] * 1e9:.4f} ns/B (numpy)")
+    first = data.get("gamma_threads_first_s_per_byte") or {}
     for k, g in (data.get("gamma_threads_s_per_byte") or {}).items():
         print(f"  {k} thread{'s' if k != '1' else ' '}, 1 rank       {g * 1e9:9.4f} ns/B"
-              f"  ({data['gamma_threads_s_per_byte']['1'] / g:.2f}x one thread)")
+              f"  ({data['gamma_threads_s_per_byte']['1'] / g:.2f}x one thread"
+              + (f"; a turn's first call {first['1'] / first[k]:.2f}x)" if k in first and k != "1" else ")"))
     info = data.get("info") or {}
     for ov in (info.get("overlap_step"), info.get("overlap_step_2_threads")):
         if ov:
