@@ -88,3 +88,24 @@ def test_trace_summary_splits_reductions_at_the_last_message():
     assert _trace_summary([])["trace_hidden"] == 0.0
     assert _trace_summary([])["trace_copies_ahead"] == 0
     assert _trace_summary(par + [(1.25, 5, 0, 0, 8), (1.26, 5, 0, 0, 8)])["trace_copies_ahead"] == 2
+
+
+def test_medians_keep_a_turns_first_call_apart():
+    """Turns of several calls: the first of each (right after another function's turn) is reported apart."""
+    import time
+
+    from swing_mpi import probe
+
+    last: list[str] = [""]
+
+    def fn(name: str) -> object:
+        def call() -> None:
+            time.sleep(0.004 if last[0] != name else 0.001)  # slow right after the other function
+            last[0] = name
+        return call
+
+    steady, first = probe._medians([fn("a"), fn("b")], 5, streak=3)
+    assert all(0.001 <= t < 0.0035 for t in steady), steady
+    assert all(t >= 0.004 for t in first), first
+    steady, first = probe._medians([fn("a"), fn("b")], 5)  # one call a turn: every call follows the other's
+    assert steady == first and all(t >= 0.004 for t in steady)
