@@ -50,8 +50,9 @@ ReproMPI times collectives): a barrier's exits spread over 36-240 ms among 64
 ranks on 2 cores in the 8x8 lab, and from its own exit each rank's call is
 charged that spread. A rank that wakes late is still charged its lateness.
 ``--start auto`` (the default) takes ``sync`` where all ranks run on one host
-that has fewer cores than ranks (the lab), ``barrier`` elsewhere
-(:func:`~swing_mpi.bench.timing.auto_start`); the header says which and why.
+and wait sleeping (``backoff``: more ranks than cores that share no memory, the
+lab), ``barrier`` elsewhere (:func:`~swing_mpi.bench.timing.auto_start`); the
+header says which and why.
 ``iters`` shrinks for large or slow points (at most ``--max-bytes`` moved and
 about ``--max-time`` seconds per point, estimated from the warmup; never below
 3 unless ``--iters`` is lower). Reported: avg/min/max/median time,

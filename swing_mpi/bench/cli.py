@@ -104,8 +104,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="how a timed call starts: barrier (each rank times from its own exit of a barrier, as the "
                    "OSU benchmarks), sync (every rank starts at one instant agreed after the barrier and times from "
                    "it, as ReproMPI; the ranks must share one host's clock) or auto (default: sync where all ranks "
-                   "run on one host with more ranks than cores, as in the lab, whose barrier exits spread over "
-                   "the scheduler's time slices; barrier otherwise)")
+                   "run on one host and wait sleeping, i.e. more ranks than cores that share no memory, as in the "
+                   "lab, whose barrier exits spread over sleeps and time slices; barrier otherwise)")
     g.add_argument("--no-check", action="store_true", help="skip validation (#wrong is then -1)")
     g.add_argument("--seed", type=int, default=12345, help="seed of the rank-dependent inputs")
     g.add_argument("--quick", action="store_true",

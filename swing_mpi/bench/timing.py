@@ -76,23 +76,31 @@ class SyncStart:
 def auto_start(comm: Any) -> tuple[str, str]:
     """Return ``--start auto``'s pick, ``sync`` or ``barrier``, and why (collective).
 
-    ``sync`` where every rank runs on one host (one clock) and the ranks outnumber its cores (the
-    union of their CPU affinities): there the ranks leave a barrier as the scheduler gives each a
-    core, up to its time slices apart (in the 8x8 lab, 64 ranks on 2 cores, 36-240 ms of a 0.5 s
-    call), a spread the timed call would be charged. ``barrier`` otherwise: ranks with a core each
-    leave a barrier microseconds apart, and ranks on several hosts share no clock.
+    ``sync`` where every rank runs on one host (one clock) and waits sleeping (``backoff``: a host
+    with more ranks than cores that do not share memory, as in the lab): such ranks leave a barrier a
+    sleep and a time slice apart (in the 8x8 lab, 64 ranks on 2 cores, 36-240 ms of a 0.5 s call), a
+    spread the timed call would be charged. ``barrier`` otherwise: ranks that poll leave a barrier
+    close together (ranks that yield, several to a core, were timed 2-3x slower from one instant at
+    8 B-32 KiB, waking at it), and ranks on several hosts share no clock.
     """
-    from ..waiting import _my_cores
-
-    every = comm.allgather((socket.gethostname(), _my_cores()))
+    every = comm.allgather((socket.gethostname(), _wait_mode(comm)))
     hosts = {name for name, _ in every}
     if len(hosts) > 1:
         return "barrier", f"{len(hosts)} hosts"
-    cores = len({c for _, cs in every for c in cs})
-    p = comm.Get_size()
-    if p > cores:
-        return "sync", f"{p} ranks on one host of {cores} cores"
-    return "barrier", f"{p} rank{'s' if p > 1 else ''} on one host of {cores} cores"
+    modes = sorted({mode for _, mode in every})
+    if modes == ["backoff"]:
+        return "sync", f"one host, {comm.Get_size()} ranks that wait sleeping (backoff)"
+    return "barrier", f"one host, ranks that wait with {'/'.join(modes)}"
+
+
+def _wait_mode(comm: Any) -> str:
+    """How ``comm``'s calls wait: ``$SWING_MPI_WAIT``, else its state's policy, else the default."""
+    from ..config import rc
+    from ..state import find_state
+    from ..waiting import default_policy
+
+    st = find_state(comm)
+    return rc.wait or (st.wait_policy if st is not None else default_policy())
 
 
 def barrier(comm: Any) -> None:
@@ -104,14 +112,10 @@ def barrier(comm: Any) -> None:
     The second, MPI's own, starts the next timed call on all ranks at once: leaving the sleeping one,
     ranks wake up to a sleep apart, and 16 ranks on 2 cores timed 8 B calls at 28 ms instead of 0.8 ms.
     """
-    from ..config import rc
-    from ..state import find_state
-    from ..waiting import default_policy, wait_all
+    from ..waiting import wait_all
 
-    st = find_state(comm)
-    mode = rc.wait or (st.wait_policy if st is not None else default_policy())
-    if mode == "backoff":
-        wait_all([comm.Ibarrier()], None, mode)
+    if _wait_mode(comm) == "backoff":
+        wait_all([comm.Ibarrier()], None, "backoff")
     comm.Barrier()
 
 

@@ -185,20 +185,24 @@ def test_bench_sync_start_needs_one_host(monkeypatch):
 
 
 @pytest.mark.mpi(min_size=2)
-def test_bench_auto_start_syncs_only_ranks_that_outnumber_one_hosts_cores(monkeypatch):
-    """``--start auto``: sync on one host with fewer cores than ranks; a barrier with a core each or on many hosts."""
+def test_bench_auto_start_syncs_only_ranks_that_wait_sleeping_on_one_host(monkeypatch):
+    """``--start auto``: sync where all ranks share a host and wait sleeping (the lab); a barrier otherwise."""
     from mpi4py import MPI
 
-    from swing_mpi import bench, waiting
+    from swing_mpi import bench
     from swing_mpi.bench import measure, timing
+    from swing_mpi.config import rc
 
     comm = MPI.COMM_WORLD
     p = comm.Get_size()
-    monkeypatch.setattr(waiting, "_my_cores", lambda: [0])  # every rank bound to core 0: p ranks, 1 core
-    assert timing.auto_start(comm) == ("sync", f"{p} ranks on one host of 1 cores")
-    monkeypatch.setattr(waiting, "_my_cores", lambda: [comm.Get_rank()])  # a core each
-    assert timing.auto_start(comm) == ("barrier", f"{p} ranks on one host of {p} cores")
-    monkeypatch.setattr(waiting, "_my_cores", lambda: [0])
+    monkeypatch.setattr(rc, "wait", "backoff")
+    assert timing.auto_start(comm) == ("sync", f"one host, {p} ranks that wait sleeping (backoff)")
+    for mode in ("yield", "spin"):
+        monkeypatch.setattr(rc, "wait", mode)
+        assert timing.auto_start(comm) == ("barrier", f"one host, ranks that wait with {mode}")
+    monkeypatch.setattr(rc, "wait", "backoff" if comm.Get_rank() else "yield")  # not all alike: a barrier
+    assert timing.auto_start(comm) == ("barrier", "one host, ranks that wait with backoff/yield")
+    monkeypatch.setattr(rc, "wait", "backoff")
     monkeypatch.setattr(timing.socket, "gethostname", lambda: f"node{comm.Get_rank() % 2}")
     assert timing.auto_start(comm) == ("barrier", "2 hosts")
     monkeypatch.undo()
