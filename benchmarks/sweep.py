@@ -36,6 +36,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
+from typing import Any
 
 try:
     import swing_mpi  # noqa: F401
@@ -220,6 +221,16 @@ def _run_tee(argv: Sequence[str], env: dict[str, str], log_path: str, timeout: f
 
 def _seconds(t: float) -> str:
     return f"{t:.3f} s" if t >= 1 else f"{t * 1e3:.1f} ms"
+
+
+def timing_line(env: dict[str, Any]) -> str:
+    """Return a comment line saying how the bench timed each call (its ``--start``, and why where ``auto`` chose)."""
+    start, why = env.get("start"), env.get("start_why")
+    if not start:
+        return ""
+    how = ("every rank from one instant agreed after a barrier" if start == "sync"
+           else "each rank from its own exit of a barrier")
+    return f"# each call timed {how} (--start {start if why in (None, 'asked') else f'auto: {why}'}); max over ranks\n"
 
 
 def summary(rows: Sequence[dict[str, object]]) -> str:
@@ -431,6 +442,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     table = format_table(rows, unit)
     lab_line = (f"# lab {lab_dims} at {rate:g} Mbit/s per link direction, TCP congestion control {tcp_note}\n"
                 if args.lab else "")
+    first = next(iter(envs.values()), {})
+    lab_line += timing_line(first)
     with open(os.path.join(out, "table.txt"), "w") as f:
         f.write(f"# {sweep_cmd}\n{lab_line}# vs_native: median / run 1's native median at the same size\n{table}\n")
     if len(launches) > 1:  # one launch has printed this table already
@@ -439,7 +452,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     with open(os.path.join(out, "summary.txt"), "w") as f:
         f.write(f"# {sweep_cmd}\n{lab_line}{digest}\n")
     print("\n" + lab_line + digest, flush=True)
-    first = next(iter(envs.values()), {})
     where = f"lab {lab_dims} at {rate:g} Mbit/s, TCP {tcp_name}" if args.lab else "shared memory"
     title = (f"allreduce {args.dtype} {args.op}, p={np_}, dims {first.get('dims', args.dims)}, {where}"
              f" — {first.get('mpi_library', '')}")

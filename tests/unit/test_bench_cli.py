@@ -681,3 +681,13 @@ def test_sweep_dry_run_in_a_lab_names_the_labs_settings(tmp_path):
     bad = ["--dims", "2x2", "--sizes", "1K", "--lab", "--burst-kib", "16", "--out", str(other), "--dry-run"]
     assert sw.main(bad) == 2  # 16 KiB is less than the MTU: refused before anything is written
     assert not (other / "commands.txt").exists()
+
+
+def test_sweep_says_how_the_bench_timed_each_call():
+    sw = _sweep_module()
+    assert sw.timing_line({}) == ""
+    assert sw.timing_line({"start": "barrier", "start_why": "asked"}) == (
+        "# each call timed each rank from its own exit of a barrier (--start barrier); max over ranks\n")
+    line = sw.timing_line({"start": "sync", "start_why": "one host, 16 ranks that wait sleeping (backoff)"})
+    assert line == ("# each call timed every rank from one instant agreed after a barrier (--start auto: one host, "
+                    "16 ranks that wait sleeping (backoff)); max over ranks\n")
