@@ -90,22 +90,20 @@ def test_trace_summary_splits_reductions_at_the_last_message():
     assert _trace_summary(par + [(1.25, 5, 0, 0, 8), (1.26, 5, 0, 0, 8)])["trace_copies_ahead"] == 2
 
 
-def test_medians_keep_a_turns_first_call_apart():
+def test_medians_keep_a_turns_first_call_apart(monkeypatch):
     """Turns of several calls: the first of each (right after another function's turn) is reported apart."""
-    import time
+    from types import SimpleNamespace
 
     from swing_mpi import probe
 
-    last: list[str] = [""]
+    clock, last = [0.0], [""]
+    monkeypatch.setattr(probe, "time", SimpleNamespace(perf_counter=lambda: clock[0]))
 
     def fn(name: str) -> object:
         def call() -> None:
-            time.sleep(0.004 if last[0] != name else 0.001)  # slow right after the other function
+            clock[0] += 4.0 if last[0] != name else 1.0  # slow right after the other function
             last[0] = name
         return call
 
-    steady, first = probe._medians([fn("a"), fn("b")], 5, streak=3)
-    assert all(0.001 <= t < 0.0035 for t in steady), steady
-    assert all(t >= 0.004 for t in first), first
-    steady, first = probe._medians([fn("a"), fn("b")], 5)  # one call a turn: every call follows the other's
-    assert steady == first and all(t >= 0.004 for t in steady)
+    assert probe._medians([fn("a"), fn("b")], 5, streak=3) == ([1.0, 1.0], [4.0, 4.0])
+    assert probe._medians([fn("a"), fn("b")], 5) == ([4.0, 4.0], [4.0, 4.0])  # one call a turn: each after the other
