@@ -54,6 +54,7 @@ from swing_mpi.bench import (
     write_csv,
     write_json,
 )
+from swing_mpi.bench.results import start_text
 from swing_mpi.cliargs import deprecated
 from swing_mpi.lab import find_mpiexec, kill_group
 from swing_mpi.topology import parse_dims
@@ -224,13 +225,8 @@ def _seconds(t: float) -> str:
 
 
 def timing_line(env: dict[str, Any]) -> str:
-    """Return a comment line saying how the bench timed each call (its ``--start``, and why where ``auto`` chose)."""
-    start, why = env.get("start"), env.get("start_why")
-    if not start:
-        return ""
-    how = ("every rank from one instant agreed after a barrier" if start == "sync"
-           else "each rank from its own exit of a barrier")
-    return f"# each call timed {how} (--start {start if why in (None, 'asked') else f'auto: {why}'}); max over ranks\n"
+    """Return a comment line saying how the bench timed each call (:func:`swing_mpi.bench.results.start_text`)."""
+    return f"# each call timed: {start_text(env)}; max over ranks\n" if env.get("start") else ""
 
 
 def summary(rows: Sequence[dict[str, object]]) -> str:

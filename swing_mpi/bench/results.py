@@ -21,7 +21,7 @@ from ..units import format_size
 __all__ = [
     "Collective", "COLLECTIVES", "ALLREDUCE", "FIELDS", "MIN_ITERS", "MPICH_EQUIVALENT",
     "number", "ensure_parent", "display_name", "collective_of",
-    "format_header", "format_row", "format_table", "env_header_lines",
+    "format_header", "format_row", "format_table", "env_header_lines", "start_text",
     "JSON_ONLY", "write_csv", "write_json", "read_results",
     "add_vs_native", "native_medians", "set_vs_native", "model_algorithm", "add_model_times",
 ]
@@ -171,6 +171,17 @@ def format_table(rows: Iterable[Mapping[str, Any]], bw_unit: str = "GB") -> str:
     return "\n".join(out)
 
 
+def start_text(env: Mapping[str, Any]) -> str:
+    """Say how the bench started each timed call: its ``--start``, and why where ``auto`` chose it."""
+    why = env.get("start_why")
+    rule = f"--start auto: {why}" if why and why != "asked" else ""
+    if env.get("start") == "sync":
+        lead = env.get("start_lead_s")
+        return ("every rank starts at one instant agreed after the barrier" + (f" ({lead * 1e3:.2g} ms ahead)" if lead
+                else "") + " and times from it (one host's clock" + (f", {rule}" if rule else "") + ")")
+    return "every rank times from its own exit of a barrier" + (f" ({rule})" if rule else "")
+
+
 def env_header_lines(env: Mapping[str, Any]) -> list[str]:
     """Return the ``#`` header block printed above the table."""
     coll = COLLECTIVES[str(env.get("collective") or ALLREDUCE)]
@@ -192,14 +203,7 @@ def env_header_lines(env: Mapping[str, Any]) -> list[str]:
     settle = int(env.get("settle", 0) or 0)
     if settle:
         order += f"; each timed call follows {settle} untimed call{'s' if settle > 1 else ''} of the same algorithm"
-    why = env.get("start_why")
-    rule = f", --start auto: {why}" if why and why != "asked" else ""
-    if env.get("start") == "sync":
-        lead = env.get("start_lead_s")
-        order += ("; every rank starts at one instant agreed after the barrier"
-                  + (f" ({lead * 1e3:.2g} ms ahead)" if lead else "") + f" and times from it (one host's clock{rule})")
-    elif rule:
-        order += f"; every rank times from its own exit of a barrier ({rule[2:]})"
+    order += f"; {start_text(env)}"
     check = (f"against comm.{coll.mpi_call}"
              + (" and rank 0" if coll.name != "reduce_scatter_block" else "")
              + ", #wrong = wrong elements over all ranks") if env["check"] else "off"

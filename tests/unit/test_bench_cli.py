@@ -687,7 +687,9 @@ def test_sweep_says_how_the_bench_timed_each_call():
     sw = _sweep_module()
     assert sw.timing_line({}) == ""
     assert sw.timing_line({"start": "barrier", "start_why": "asked"}) == (
-        "# each call timed each rank from its own exit of a barrier (--start barrier); max over ranks\n")
-    line = sw.timing_line({"start": "sync", "start_why": "one host, 16 ranks that wait sleeping (backoff)"})
-    assert line == ("# each call timed every rank from one instant agreed after a barrier (--start auto: one host, "
-                    "16 ranks that wait sleeping (backoff)); max over ranks\n")
+        "# each call timed: every rank times from its own exit of a barrier; max over ranks\n")
+    line = sw.timing_line({"start": "sync", "start_why": "one host, 16 ranks that wait sleeping (backoff)",
+                           "start_lead_s": 0.05})
+    assert line == ("# each call timed: every rank starts at one instant agreed after the barrier (50 ms ahead) and "
+                    "times from it (one host's clock, --start auto: one host, 16 ranks that wait sleeping (backoff)); "
+                    "max over ranks\n")
